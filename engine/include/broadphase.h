@@ -1,0 +1,141 @@
+/* broadphase: which of N moving boxes and spheres overlap, every frame, on every core.
+ * The one public header: lifecycle, objects (SoA in, stable ids out), the step, status codes,
+ * statistics. Compiles as C17 and C++17; exposes no SIMD or OpenMP type. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct broadphase_world broadphase_world;
+
+/* Status codes, defined once so that the enum and the strings cannot drift. */
+#define BROADPHASE_STATUS_LIST(X)                                                                  \
+    X(BROADPHASE_OK, "ok")                                                                         \
+    X(BROADPHASE_ERROR_INVALID_ARGUMENT, "invalid argument (NULL where data is needed, bad count)") \
+    X(BROADPHASE_ERROR_INVALID_CONFIG, "invalid configuration")                                    \
+    X(BROADPHASE_ERROR_NONFINITE, "NaN or infinity in a coordinate or radius")                     \
+    X(BROADPHASE_ERROR_INVERTED_BOX, "inverted box (min > max on some axis)")                      \
+    X(BROADPHASE_ERROR_NEGATIVE_RADIUS, "negative radius")                                         \
+    X(BROADPHASE_ERROR_UNKNOWN_ID, "unknown id (never issued, removed, or repeated in one batch)") \
+    X(BROADPHASE_ERROR_OUT_OF_MEMORY, "out of memory")                                             \
+    X(BROADPHASE_ERROR_BUSY, "world is busy (mutation while a step is running)")                   \
+    X(BROADPHASE_ERROR_BUFFER_TOO_SMALL, "result buffer too small")
+
+typedef enum broadphase_status {
+#define BROADPHASE_STATUS_ENUM_(name, text) name,
+    BROADPHASE_STATUS_LIST(BROADPHASE_STATUS_ENUM_)
+#undef BROADPHASE_STATUS_ENUM_
+} broadphase_status;
+
+/* A fixed, human-readable sentence for a status; never NULL ("unknown status" if out of range). */
+const char *broadphase_status_string(broadphase_status status);
+
+typedef enum broadphase_method {
+    BROADPHASE_METHOD_KDTREE,
+    BROADPHASE_METHOD_OCTREE,      /* a quadtree when dimensions == 2 (not built yet: rejected) */
+    BROADPHASE_METHOD_BRUTE_FORCE, /* the oracle: every pair tested, with SIMD, in parallel */
+} broadphase_method;
+
+typedef enum broadphase_update_policy {
+    BROADPHASE_UPDATE_AUTO,    /* refit while the structure stays good, rebuild when it degrades */
+    BROADPHASE_UPDATE_REBUILD, /* rebuild every step */
+    BROADPHASE_UPDATE_REFIT,   /* keep the structure; re-home moved objects */
+} broadphase_update_policy;
+
+typedef struct broadphase_config {
+    int dimensions;                  /* 2 or 3 */
+    broadphase_method method;        /* default BROADPHASE_METHOD_KDTREE */
+    broadphase_update_policy update; /* default BROADPHASE_UPDATE_AUTO */
+    int threads;                     /* worker threads; 0 = all hardware threads; 0..1024 */
+    int leaf_size;                   /* kd-tree leaf capacity in objects; default 8; 1..4096 */
+    int max_depth;                   /* kd-tree depth limit; default 40; 1..64 */
+    /* AUTO: rebuild when the tree's cost figure (expected box tests per object, computed from
+     * node populations) exceeds this factor times its value just after the last rebuild.
+     * Default 1.5; range 1.0..1000. */
+    float rebuild_threshold;
+    size_t initial_capacity; /* objects to reserve at creation; default 0 */
+} broadphase_config;
+
+/* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
+broadphase_config broadphase_config_default(int dimensions);
+broadphase_status broadphase_create(const broadphase_config *config, broadphase_world **world_out);
+void broadphase_destroy(broadphase_world *world); /* NULL is a no-op */
+
+/* Objects: structure-of-arrays in, stable ids out. Arrays are caller-owned and only read during
+ * the call. In 2D the z arrays are ignored and may be NULL. */
+typedef struct broadphase_boxes {
+    const float *min_x, *min_y, *min_z;
+    const float *max_x, *max_y, *max_z;
+} broadphase_boxes;
+
+typedef struct broadphase_spheres {
+    const float *x, *y, *z, *radius;
+} broadphase_spheres;
+
+/* Every call validates the whole batch first; on error nothing changes and
+ * broadphase_last_error_index() names the first bad element. Ids are handed out lowest-free
+ * first, so objects added in one call to an empty world get ids 0..count-1 in order; a removed
+ * id may be reused. Moving an object with the other kind's call changes its shape. */
+broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
+                                       const broadphase_boxes *boxes, uint32_t *ids_out);
+broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
+                                         const broadphase_spheres *spheres, uint32_t *ids_out);
+broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
+                                        const broadphase_boxes *boxes);
+broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, const uint32_t *ids,
+                                          const broadphase_spheres *spheres);
+broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uint32_t *ids);
+size_t broadphase_object_count(const broadphase_world *w);
+
+/* The index, within the batch of the last failed call on this world, of the first bad element;
+ * SIZE_MAX when the last call succeeded or the error does not concern one element. */
+size_t broadphase_last_error_index(const broadphase_world *w);
+
+typedef struct broadphase_pair {
+    uint32_t a, b; /* a < b */
+} broadphase_pair;
+
+typedef struct broadphase_pairs {
+    const broadphase_pair *data;
+    size_t count;
+} broadphase_pairs;
+
+/* Reports every unordered pair of live objects that overlap, once, as (a, b) with a < b, sorted
+ * by (a, b): identical for every thread count and every method. Overlap is closed (touching
+ * counts). The pair array is owned by the world and valid until the next mutating call or step.
+ * pairs_out may be NULL (then the pairs are still available from broadphase_last_pairs). */
+broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
+/* The pairs of the last successful step (empty before the first step). */
+broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
+
+/* Inspection. Times are of the last step, in milliseconds. */
+typedef struct broadphase_stats {
+    size_t objects;                   /* live objects */
+    size_t nodes;                     /* tree nodes (0 for brute force) */
+    size_t leaves;                    /* tree leaves */
+    size_t depth;                     /* deepest level (root = 0) */
+    size_t objects_in_internal_nodes; /* objects held above the leaves (straddlers) */
+    size_t pairs;                     /* pairs reported by the last step */
+    size_t bytes_in_use;              /* bytes the world holds from the heap right now */
+    uint64_t allocations;             /* heap allocations the world has made since creation */
+    uint64_t steps, rebuilds, refits; /* how the structure was brought up to date */
+    float quality;                    /* tree cost figure after the last update (see config) */
+    double update_ms;                 /* rebuild or refit */
+    double search_ms;                 /* pair search */
+    double output_ms;                 /* concatenation and sort of the pairs */
+    double step_ms;                   /* the whole step */
+} broadphase_stats;
+
+broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);
+
+/* The SIMD path the kernels run on this machine: "avx2", "baseline" or "scalar". */
+const char *broadphase_simd_level(void);
+
+#ifdef __cplusplus
+}
+#endif

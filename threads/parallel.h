@@ -1,0 +1,66 @@
+/* The only code that uses OpenMP: parallel loops over fixed chunks with a worker index, task
+ * groups for recursive work, per-worker scratch, prefix sums and a parallel radix sort. Built
+ * without OpenMP, every call runs serially on worker 0 with the same results. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Hardware threads available to this process (>= 1). */
+int threads_hardware_count(void);
+/* The worker count a config value asks for: 0 means all hardware threads; clamps to >= 1. */
+int threads_resolve(int requested);
+
+/* Calls fn(chunk, worker, ctx) once for every chunk in [0, chunk_count), spread over at most
+ * `workers` threads, chunks claimed dynamically. worker is in [0, workers). Chunks are the unit
+ * of determinism: the caller cuts work into chunks that do not depend on the worker count and
+ * writes each chunk's results to a place owned by that chunk. */
+typedef void threads_chunk_fn(size_t chunk, int worker, void *ctx);
+void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx);
+
+/* Calls fn(begin, end, worker, ctx) over [0, count) cut into ranges of `grain` items (the last
+ * may be shorter), claimed dynamically. */
+typedef void threads_range_fn(size_t begin, size_t end, int worker, void *ctx);
+void threads_for_ranges(int workers, size_t count, size_t grain, threads_range_fn *fn, void *ctx);
+
+/* Task groups for recursive work. threads_run_tasks starts `workers` threads and runs
+ * root(ctx, worker) once on one of them; inside it (and inside tasks) threads_spawn queues
+ * fn(ctx, worker) to run on any worker and threads_wait_children waits for the tasks spawned so
+ * far by the current task. ctx must stay valid until the wait. */
+typedef void threads_task_fn(void *ctx, int worker);
+void threads_run_tasks(int workers, threads_task_fn *root, void *ctx);
+void threads_spawn(threads_task_fn *fn, void *ctx);
+void threads_wait_children(void);
+/* The calling worker's index inside threads_for_* / threads_run_tasks; 0 outside. */
+int threads_worker_index(void);
+
+/* Per-worker scratch memory, each slot 64-byte aligned on its own cache lines, grown on demand
+ * and kept, so that steady-state work allocates nothing. */
+typedef struct threads_scratch {
+    struct threads_scratch_slot *slot; /* one per worker, each on its own cache lines */
+    int count;
+} threads_scratch; /* zero-initialise before first use */
+
+/* Makes room for `workers` slots (existing slots are kept). Not thread-safe: call outside
+ * parallel regions. Returns false on out of memory. */
+bool threads_scratch_reserve(threads_scratch *s, int workers);
+/* Returns worker's slot with at least `bytes` bytes (contents kept when it grows), or NULL on
+ * out of memory. Safe to call from the worker that owns the slot, in parallel with others. */
+void *threads_scratch_get(threads_scratch *s, int worker, size_t bytes);
+void threads_scratch_free(threads_scratch *s);
+/* Heap allocations made and bytes held by all slots so far (call outside parallel regions). */
+uint64_t threads_scratch_allocations(const threads_scratch *s);
+size_t threads_scratch_bytes(const threads_scratch *s);
+
+/* Exclusive prefix sum in place: values[i] becomes the sum of the old values[0..i); returns the
+ * total. Parallel above a size cutoff; the result does not depend on `workers`. */
+size_t threads_exclusive_scan(int workers, size_t *values, size_t count);
+
+/* Stable LSD radix sort of 64-bit keys, ascending, using the low `key_bits` bits (bits above are
+ * zero). tmp has room for count keys. The sorted keys end in keys. Parallel over `workers`
+ * threads, result identical for every worker count. hist_scratch must have room for
+ * threads_radix_scratch_size(workers) bytes. */
+size_t threads_radix_scratch_size(int workers);
+void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
+                            void *hist_scratch);
