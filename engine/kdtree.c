@@ -1,1 +1,1017 @@
-/* placeholder */
+/* The kd-tree method. Each node splits the longest side of its objects' centre bounds at the
+ * midpoint; objects that straddle the plane stay in the node. Objects live in tree order as
+ * SoA columns, every node's own objects contiguous and every subtree contiguous (own objects,
+ * then the left subtree, then the right). Pairs come from each node's own objects against each
+ * other and against the ancestors' objects that reach the node (the parent-to-child list,
+ * filtered by the side of each plane), all with the SIMD kernels. REBUILD partitions from
+ * scratch in parallel tasks; REFIT keeps the planes and re-homes the objects that left their
+ * node; AUTO refits until the cost figure degrades past the configured factor. */
+#include "kdtree.h"
+
+#include "overlap.h"
+#include "parallel.h"
+#include "world.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE WORLD_NONE
+#define DEAD (WORLD_NONE - 1)
+
+enum {
+    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over slots */
+    NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes */
+    MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
+};
+
+typedef struct kd_node {
+    float cell_lo[3], cell_hi[3]; /* strict: an object in the node has min > lo, max < hi */
+    float plane;
+    uint32_t begin, end, sub_end; /* own objects [begin, end), subtree [begin, sub_end) */
+    uint32_t child[2];            /* NONE when absent; both NONE for a leaf */
+    uint32_t parent;
+    uint8_t axis, depth;
+} kd_node;
+
+typedef struct kd_record {
+    float min[3], max[3];
+    uint32_t id, pad;
+} kd_record;
+
+typedef enum kd_job_kind { JOB_SUBTREE, JOB_OWN } kd_job_kind;
+
+typedef struct kd_job {
+    uint32_t node, kind, lo, hi; /* JOB_OWN: own objects [lo, hi) of node */
+} kd_job;
+
+/* Per-worker search memory: the parent-to-child list (SoA) and hit buffers. Grown inside the
+ * parallel search by its owner, so the accounting is per worker. */
+typedef struct kd_worker {
+    _Alignas(64) float *lmin[3];
+    float *lmax[3];
+    uint32_t *lid;
+    size_t list_capacity;
+    uint32_t *hits, *ids, *scratch;
+    size_t hit_capacity;
+    uint64_t allocations;
+    size_t bytes;
+    bool failed;
+} kd_worker;
+
+typedef struct kdtree {
+    kd_node *nodes;
+    size_t node_capacity;
+    uint32_t node_count; /* accessed with atomics during the build */
+    bool overflow;
+
+    /* Objects in tree order: two buffers, so that a refit can lay them out anew. */
+    float *smin[2][3], *smax[2][3];
+    uint32_t *sid[2];
+    void *slot_block[2];
+    int cur;
+    size_t slot_capacity;
+    uint32_t slot_count;
+
+    kd_record *records;
+    size_t record_capacity;
+    uint32_t *node_of; /* by id: the node holding it, NONE when not in the tree */
+    size_t node_of_capacity;
+    uint32_t *dest; /* by slot: the node it moves to during a refit, or DEAD */
+    size_t dest_capacity;
+
+    /* Refit scratch, by node and by mover. */
+    uint32_t *own_count, *new_begin, *arrive_first;
+    size_t own_count_capacity, new_begin_capacity, arrive_first_capacity;
+    uint64_t *moves, *moves_tmp;
+    size_t move_capacity, moves_tmp_capacity;
+    void *sort_hist;
+    size_t sort_hist_bytes;
+    size_t *chunk_count;
+    size_t chunk_capacity;
+
+    kd_job *jobs;
+    size_t job_count, job_capacity;
+    kd_worker *workers;
+    int worker_count;
+
+    bool built;
+    uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
+    uint32_t depth, leaves, internal_objects;
+} kdtree;
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static bool is_leaf(const kd_node *n) {
+    return n->child[0] == NONE && n->child[1] == NONE;
+}
+
+static bool in_cell(const kd_node *n, const float mn[3], const float mx[3], int dims) {
+    for (int k = 0; k < dims; k++)
+        if (!(mn[k] > n->cell_lo[k] && mx[k] < n->cell_hi[k])) return false;
+    return true;
+}
+
+/* The child an object sinks into from n, or NONE when it stays (straddles, leaf, or the child on
+ * its side is absent). */
+static uint32_t sink_step(const kd_node *n, const float mn[3], const float mx[3]) {
+    if (is_leaf(n)) return NONE;
+    if (mx[n->axis] < n->plane) return n->child[0];
+    if (mn[n->axis] > n->plane) return n->child[1];
+    return NONE;
+}
+
+static uint32_t rehome(const kd_node *nodes, uint32_t n, const float mn[3], const float mx[3],
+                       int dims) {
+    while (n != 0 && !in_cell(&nodes[n], mn, mx, dims)) n = nodes[n].parent;
+    for (;;) {
+        uint32_t c = sink_step(&nodes[n], mn, mx);
+        if (c == NONE) return n;
+        n = c;
+    }
+}
+
+static kdtree *tree_of(broadphase_world *w) {
+    if (!w->kdtree) {
+        w->kdtree = world_alloc(w, sizeof(kdtree));
+        if (w->kdtree) {
+            memset(w->kdtree, 0, sizeof(kdtree));
+            w->kdtree->node_count = 0;
+        }
+    }
+    return w->kdtree;
+}
+
+static size_t slot_stride(size_t capacity) {
+    return (capacity + SIMD_PAD + 15) / 16 * 16;
+}
+
+static size_t slot_block_bytes(size_t capacity) {
+    return slot_stride(capacity) * (6 * sizeof(float) + sizeof(uint32_t));
+}
+
+/* Tree-order columns for `need` objects; the padding after the last slot is never read past
+ * slot_count because every range ends at or before it, but it holds sentinels all the same. */
+static bool slots_reserve(broadphase_world *w, kdtree *t, size_t need) {
+    if (need <= t->slot_capacity && t->slot_block[0]) return true;
+    size_t cap = t->slot_capacity + t->slot_capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 64) cap = 64;
+    size_t stride = slot_stride(cap);
+    void *blocks[2];
+    for (int b = 0; b < 2; b++) {
+        blocks[b] = world_alloc(w, slot_block_bytes(cap));
+        if (!blocks[b]) {
+            if (b) world_free(w, blocks[0], slot_block_bytes(cap));
+            return false;
+        }
+    }
+    for (int b = 0; b < 2; b++) {
+        world_free(w, t->slot_block[b], t->slot_block[b] ? slot_block_bytes(t->slot_capacity) : 0);
+        t->slot_block[b] = blocks[b];
+        float *f = blocks[b];
+        for (int k = 0; k < 3; k++) {
+            t->smin[b][k] = f + stride * (size_t)k;
+            t->smax[b][k] = f + stride * (size_t)(3 + k);
+        }
+        t->sid[b] = (uint32_t *)(f + stride * 6);
+        for (size_t i = 0; i < stride; i++) {
+            for (int k = 0; k < 3; k++) {
+                t->smin[b][k][i] = INFINITY;
+                t->smax[b][k][i] = -INFINITY;
+            }
+            t->sid[b][i] = NONE;
+        }
+    }
+    t->slot_capacity = cap;
+    return true;
+}
+
+/* The tree forgets its objects' layout when the columns move; only call before a rebuild. */
+static bool id_tables_reserve(broadphase_world *w, kdtree *t) {
+    size_t old = t->node_of_capacity;
+    if (!world_grow(w, (void **)&t->node_of, &t->node_of_capacity, w->id_end, sizeof(uint32_t),
+                    old))
+        return false;
+    for (size_t i = old; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
+    return true;
+}
+
+/* ---- build --------------------------------------------------------------------------------- */
+
+typedef struct gather_ctx {
+    broadphase_world *w;
+    kdtree *t;
+} gather_ctx;
+
+static void count_live(size_t chunk, int worker, void *p) {
+    (void)worker;
+    gather_ctx *c = p;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > c->w->id_end) end = c->w->id_end;
+    size_t live = 0;
+    for (size_t i = begin; i < end; i++) live += c->w->kind[i] != OBJECT_FREE;
+    c->t->chunk_count[chunk] = live;
+}
+
+static void write_records(size_t chunk, int worker, void *p) {
+    (void)worker;
+    gather_ctx *c = p;
+    const broadphase_world *w = c->w;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > w->id_end) end = w->id_end;
+    kd_record *r = c->t->records + c->t->chunk_count[chunk];
+    for (size_t i = begin; i < end; i++) {
+        if (w->kind[i] == OBJECT_FREE) continue;
+        for (int k = 0; k < 3; k++) {
+            r->min[k] = w->min[k][i];
+            r->max[k] = w->max[k][i];
+        }
+        r->id = (uint32_t)i;
+        r->pad = 0;
+        r++;
+    }
+}
+
+typedef struct build_ctx {
+    kdtree *t;
+    int dims, leaf_size, max_depth;
+} build_ctx;
+
+typedef struct build_task {
+    const build_ctx *b;
+    uint32_t node, begin, end;
+} build_task;
+
+static void build_node(void *p, int worker);
+
+static void build_node(void *p, int worker) {
+    (void)worker;
+    build_task *task = p;
+    const build_ctx *b = task->b;
+    kdtree *t = b->t;
+    kd_node *n = &t->nodes[task->node];
+    kd_record *rec = t->records;
+    uint32_t begin = task->begin, end = task->end;
+    n->begin = begin;
+    n->end = end;
+    n->sub_end = end;
+    n->child[0] = n->child[1] = NONE;
+    if (end - begin <= (uint32_t)b->leaf_size || n->depth >= b->max_depth) return;
+
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t i = begin; i < end; i++) {
+        for (int k = 0; k < b->dims; k++) {
+            float c = rec[i].min[k] * 0.5f + rec[i].max[k] * 0.5f;
+            lo[k] = c < lo[k] ? c : lo[k];
+            hi[k] = c > hi[k] ? c : hi[k];
+        }
+    }
+    int axis = 0;
+    float extent = hi[0] - lo[0];
+    for (int k = 1; k < b->dims; k++) {
+        if (hi[k] - lo[k] > extent) {
+            extent = hi[k] - lo[k];
+            axis = k;
+        }
+    }
+    if (!(extent > 0.0f)) return; /* every centre the same: nothing separates them */
+    float plane = lo[axis] * 0.5f + hi[axis] * 0.5f;
+
+    /* Three-way partition: straddlers (kept here), then left (max < plane), then right. */
+    uint32_t own_end = begin, mid = begin, right = end;
+    while (mid < right) {
+        kd_record r = rec[mid];
+        if (r.max[axis] < plane) {
+            mid++;
+        } else if (r.min[axis] > plane) {
+            right--;
+            rec[mid] = rec[right];
+            rec[right] = r;
+        } else {
+            rec[mid] = rec[own_end];
+            rec[own_end] = r;
+            own_end++;
+            mid++;
+        }
+    }
+    if (own_end == end) return; /* everything straddles: stays a leaf */
+    uint32_t ranges[2][2] = {{own_end, right}, {right, end}};
+    int want = (right > own_end) + (end > right);
+    uint32_t first = __atomic_fetch_add(&t->node_count, (uint32_t)want, __ATOMIC_RELAXED);
+    if (first + (uint32_t)want > t->node_capacity) {
+        /* Out of nodes: keep this node a leaf and let the caller build again with more room. */
+        __atomic_store_n(&t->overflow, true, __ATOMIC_RELAXED);
+        return;
+    }
+    n->axis = (uint8_t)axis;
+    n->plane = plane;
+    n->end = own_end;
+    build_task sub[2];
+    int subs = 0;
+    uint32_t next = first;
+    for (int side = 0; side < 2; side++) {
+        if (ranges[side][1] == ranges[side][0]) continue;
+        uint32_t ci = next++;
+        kd_node *c = &t->nodes[ci];
+        memcpy(c->cell_lo, n->cell_lo, sizeof c->cell_lo);
+        memcpy(c->cell_hi, n->cell_hi, sizeof c->cell_hi);
+        if (side == 0)
+            c->cell_hi[axis] = plane;
+        else
+            c->cell_lo[axis] = plane;
+        c->parent = task->node;
+        c->depth = (uint8_t)(n->depth + 1);
+        c->axis = 0;
+        c->plane = 0.0f;
+        n->child[side] = ci;
+        sub[subs++] = (build_task){b, ci, ranges[side][0], ranges[side][1]};
+    }
+    if (subs == 2 && end - begin > TASK_CUTOFF) {
+        threads_spawn(build_node, &sub[0]);
+        build_node(&sub[1], worker);
+        threads_wait_children();
+    } else {
+        for (int s = 0; s < subs; s++) build_node(&sub[s], worker);
+    }
+}
+
+typedef struct scatter_ctx {
+    kdtree *t;
+} scatter_ctx;
+
+static void scatter_records(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((scatter_ctx *)p)->t;
+    int b = t->cur;
+    for (size_t i = begin; i < end; i++) {
+        const kd_record *r = &t->records[i];
+        for (int k = 0; k < 3; k++) {
+            t->smin[b][k][i] = r->min[k];
+            t->smax[b][k][i] = r->max[k];
+        }
+        t->sid[b][i] = r->id;
+    }
+}
+
+static void mark_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((scatter_ctx *)p)->t;
+    size_t end = (chunk + 1) * NODE_CHUNK;
+    if (end > t->node_count) end = t->node_count;
+    const uint32_t *sid = t->sid[t->cur];
+    for (size_t n = chunk * NODE_CHUNK; n < end; n++)
+        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
+            t->node_of[sid[s]] = (uint32_t)n;
+}
+
+static void fix_sub_end(kdtree *t, uint32_t n) {
+    /* Subtrees are laid out own | left | right, so a node's subtree ends where its last child's
+     * does; children were numbered after their parents, so walking backwards settles them. */
+    (void)n;
+    for (uint32_t i = t->node_count; i-- > 0;) {
+        kd_node *node = &t->nodes[i];
+        uint32_t e = node->end;
+        for (int s = 0; s < 2; s++)
+            if (node->child[s] != NONE && t->nodes[node->child[s]].sub_end > e)
+                e = t->nodes[node->child[s]].sub_end;
+        node->sub_end = e;
+    }
+}
+
+static void measure(kdtree *t) {
+    uint64_t cost = 0;
+    uint32_t depth = 0, leaves = 0, internal = 0;
+    for (uint32_t i = 0; i < t->node_count; i++) {
+        const kd_node *n = &t->nodes[i];
+        uint64_t own = n->end - n->begin;
+        cost += own * own;
+        if (n->depth > depth) depth = n->depth;
+        if (is_leaf(n))
+            leaves++;
+        else
+            internal += (uint32_t)own;
+    }
+    t->cost = cost;
+    t->depth = depth;
+    t->leaves = leaves;
+    t->internal_objects = internal;
+}
+
+static void root_init(kd_node *root) {
+    for (int k = 0; k < 3; k++) {
+        root->cell_lo[k] = -INFINITY;
+        root->cell_hi[k] = INFINITY;
+    }
+    root->parent = NONE;
+    root->depth = 0;
+    root->axis = 0;
+    root->plane = 0.0f;
+}
+
+static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
+    size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&t->records, &t->record_capacity, w->live_count + 1,
+                    sizeof(kd_record), 0) ||
+        !slots_reserve(w, t, w->live_count) || !id_tables_reserve(w, t))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    gather_ctx g = {w, t};
+    threads_for_chunks(w->workers, chunks, count_live, &g);
+    size_t at = 0;
+    for (size_t c = 0; c < chunks; c++) {
+        size_t k = t->chunk_count[c];
+        t->chunk_count[c] = at;
+        at += k;
+    }
+    threads_for_chunks(w->workers, chunks, write_records, &g);
+    uint32_t count = (uint32_t)w->live_count;
+
+    /* Nodes: usually about count / 3; retried with more room in the rare case of overflow. */
+    size_t want = count / 2 + MIN_NODE_CAPACITY;
+    if (want > t->node_capacity &&
+        !world_grow(w, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    build_ctx b = {t, w->config.dimensions, w->config.leaf_size, w->config.max_depth};
+    for (;;) {
+        t->overflow = false;
+        t->node_count = 1;
+        root_init(&t->nodes[0]);
+        build_task root = {&b, 0, 0, count};
+        threads_run_tasks(w->workers, build_node, &root);
+        if (!t->overflow) break;
+        /* A partition is not undone, but rebuilding from the same records is still exact. */
+        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+                        sizeof(kd_node), 0))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
+    fix_sub_end(t, 0);
+    t->cur = 0;
+    t->slot_count = count;
+    scatter_ctx s = {t};
+    threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
+    /* Ids no longer in the tree (removed since the last build) must read as absent. */
+    for (size_t i = 0; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
+    threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &s);
+    measure(t);
+    t->base_cost = t->cost;
+    t->built = true;
+    w->stats.rebuilds++;
+    return BROADPHASE_OK;
+}
+
+/* ---- refit --------------------------------------------------------------------------------- */
+
+typedef struct refit_ctx {
+    broadphase_world *w;
+    kdtree *t;
+} refit_ctx;
+
+/* Reads every object's new bounds into its slot and decides the node it belongs in now. */
+static void refit_slots(size_t chunk, int worker, void *p) {
+    (void)worker;
+    refit_ctx *c = p;
+    const broadphase_world *w = c->w;
+    kdtree *t = c->t;
+    int b = t->cur, dims = w->config.dimensions;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slot_count) end = t->slot_count;
+    size_t movers = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t id = t->sid[b][s];
+        if (w->kind[id] == OBJECT_FREE) {
+            t->dest[s] = DEAD;
+            movers++;
+            continue;
+        }
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->smin[b][k][s] = w->min[k][id];
+            mx[k] = t->smax[b][k][s] = w->max[k][id];
+        }
+        uint32_t n = t->node_of[id];
+        uint32_t d = n;
+        if (!in_cell(&t->nodes[n], mn, mx, dims) || sink_step(&t->nodes[n], mn, mx) != NONE)
+            d = rehome(t->nodes, n, mn, mx, dims);
+        t->dest[s] = d;
+        movers += d != n;
+    }
+    t->chunk_count[chunk] = movers;
+}
+
+static void collect_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    refit_ctx *c = p;
+    kdtree *t = c->t;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slot_count) end = t->slot_count;
+    uint64_t *out = t->moves + t->chunk_count[chunk];
+    const uint32_t *sid = t->sid[t->cur];
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s];
+        if (d != t->node_of[sid[s]]) *out++ = (uint64_t)d << 32 | s;
+    }
+}
+
+/* Lays nodes out anew in preorder from their new own counts. */
+static uint32_t relayout(kdtree *t, uint32_t n, uint32_t at) {
+    /* Depth is bounded by max_depth (<= 64), so recursion is safe. */
+    kd_node *node = &t->nodes[n];
+    t->new_begin[n] = at;
+    at += t->own_count[n];
+    for (int s = 0; s < 2; s++)
+        if (node->child[s] != NONE) at = relayout(t, node->child[s], at);
+    return at;
+}
+
+typedef struct copy_ctx {
+    broadphase_world *w;
+    kdtree *t;
+    size_t move_count;
+} copy_ctx;
+
+static void copy_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    copy_ctx *c = p;
+    const broadphase_world *w = c->w;
+    kdtree *t = c->t;
+    int from = t->cur, to = 1 - t->cur;
+    size_t end_node = (chunk + 1) * NODE_CHUNK;
+    if (end_node > t->node_count) end_node = t->node_count;
+    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
+        const kd_node *node = &t->nodes[n];
+        uint32_t dst = t->new_begin[n];
+        for (uint32_t s = node->begin; s < node->end; s++) {
+            uint32_t id = t->sid[from][s];
+            if (t->dest[s] == DEAD) {
+                t->node_of[id] = NONE;
+                continue;
+            }
+            if (t->dest[s] != n) continue;
+            for (int k = 0; k < 3; k++) {
+                t->smin[to][k][dst] = t->smin[from][k][s];
+                t->smax[to][k][dst] = t->smax[from][k][s];
+            }
+            t->sid[to][dst++] = id;
+        }
+        size_t first = t->arrive_first[n];
+        size_t last = n + 1 < t->node_count ? t->arrive_first[n + 1] : c->move_count;
+        for (size_t m = first; m < last; m++) {
+            uint32_t src = (uint32_t)t->moves[m];
+            bool inserted = src & 0x80000000u;
+            uint32_t s = src & 0x7fffffffu;
+            uint32_t id = inserted ? s : t->sid[from][s];
+            for (int k = 0; k < 3; k++) {
+                t->smin[to][k][dst] = inserted ? w->min[k][id] : t->smin[from][k][s];
+                t->smax[to][k][dst] = inserted ? w->max[k][id] : t->smax[from][k][s];
+            }
+            t->sid[to][dst++] = id;
+            t->node_of[id] = (uint32_t)n;
+        }
+    }
+}
+
+static int bits_for(uint64_t n) {
+    int b = 1;
+    while (b < 63 && ((uint64_t)1 << b) < n) b++;
+    return b;
+}
+
+static broadphase_status refit(broadphase_world *w, kdtree *t) {
+    int dims = w->config.dimensions;
+    size_t chunks = (t->slot_count + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    size_t nodes = t->node_count;
+    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slot_count + 1, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, nodes + 1, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, nodes + 1, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->arrive_first, &t->arrive_first_capacity, nodes + 1,
+                    sizeof(uint32_t), 0) ||
+        !id_tables_reserve(w, t))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    refit_ctx c = {w, t};
+    threads_for_chunks(w->workers, chunks, refit_slots, &c);
+    size_t movers = 0;
+    for (size_t i = 0; i < chunks; i++) {
+        size_t k = t->chunk_count[i];
+        t->chunk_count[i] = movers;
+        movers += k;
+    }
+    size_t need = movers + w->added_count + 1;
+    if (!world_grow(w, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
+        !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0) ||
+        !world_grow(w, &t->sort_hist, &t->sort_hist_bytes, threads_radix_scratch_size(w->workers),
+                    1, 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    threads_for_chunks(w->workers, chunks, collect_movers, &c);
+
+    /* A move key is (destination node << 32 | source); the source is a slot, or an id with the
+     * top bit set for an object new to the tree. Sorting the keys groups arrivals by node in a
+     * fixed order. */
+    size_t count = movers;
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t id = w->added[i];
+        if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = w->min[k][id];
+            mx[k] = w->max[k][id];
+        }
+        uint32_t d = rehome(t->nodes, 0, mn, mx, dims);
+        t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
+        t->moves[count++] = (uint64_t)d << 32 | 0x80000000u | id;
+    }
+    if (count == 0) return BROADPHASE_OK;
+
+    for (size_t n = 0; n < nodes; n++) {
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrive_first[n] = 0;
+    }
+    const uint32_t *sid = t->sid[t->cur];
+    for (size_t m = 0; m < count; m++) {
+        uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
+        if (!(src & 0x80000000u)) t->own_count[t->node_of[sid[src]]]--;
+        if (d != DEAD) {
+            t->own_count[d]++;
+            t->arrive_first[d]++;
+        }
+    }
+    threads_radix_sort_u64(w->workers, t->moves, t->moves_tmp, count, 32 + bits_for(DEAD + 1ull),
+                           t->sort_hist);
+    uint32_t at = 0;
+    for (size_t n = 0; n < nodes; n++) {
+        uint32_t k = t->arrive_first[n];
+        t->arrive_first[n] = at;
+        at += k;
+    }
+    t->arrive_first[nodes] = at;
+    uint32_t total = relayout(t, 0, 0);
+    copy_ctx cc = {w, t, at};
+    threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &cc);
+    for (size_t n = 0; n < nodes; n++) {
+        t->nodes[n].begin = t->new_begin[n];
+        t->nodes[n].end = t->new_begin[n] + t->own_count[n];
+    }
+    fix_sub_end(t, 0);
+    t->cur = 1 - t->cur;
+    t->slot_count = total;
+    return BROADPHASE_OK;
+}
+
+/* ---- pair search ---------------------------------------------------------------------------- */
+
+static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need) {
+    if (list_need > k->list_capacity) {
+        size_t cap = k->list_capacity * 2;
+        if (cap < list_need) cap = list_need;
+        if (cap < 256) cap = 256;
+        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
+        size_t bytes = stride * 7 * sizeof(float);
+        float *block = aligned_alloc(64, bytes);
+        if (!block) return false;
+        for (int c = 0; c < 7; c++) {
+            float *col = block + stride * (size_t)c;
+            const float *old = c < 3 ? k->lmin[c] : c < 6 ? k->lmax[c - 3] : (float *)k->lid;
+            if (old) memcpy(col, old, k->list_capacity * sizeof(float));
+        }
+        if (k->lmin[0]) {
+            free(k->lmin[0]);
+            k->bytes -= ((k->list_capacity + SIMD_PAD + 15) / 16 * 16) * 7 * sizeof(float);
+        }
+        for (int c = 0; c < 3; c++) {
+            k->lmin[c] = block + stride * (size_t)c;
+            k->lmax[c] = block + stride * (size_t)(3 + c);
+        }
+        k->lid = (uint32_t *)(block + stride * 6);
+        k->list_capacity = cap;
+        k->allocations++;
+        k->bytes += bytes;
+    }
+    if (hit_need > k->hit_capacity) {
+        size_t cap = k->hit_capacity * 2;
+        if (cap < hit_need) cap = hit_need;
+        if (cap < 256) cap = 256;
+        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
+        uint32_t *block = aligned_alloc(64, stride * 3 * sizeof(uint32_t));
+        if (!block) return false;
+        if (k->hits) {
+            free(k->hits);
+            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 3 * sizeof(uint32_t);
+        }
+        k->hits = block;
+        k->ids = block + stride;
+        k->scratch = block + 2 * stride;
+        k->hit_capacity = cap;
+        k->allocations++;
+        k->bytes += stride * 3 * sizeof(uint32_t);
+    }
+    return true;
+}
+
+static void worker_release(kd_worker *k) {
+    free(k->lmin[0]);
+    free(k->hits);
+    memset(k, 0, sizeof *k);
+}
+
+typedef struct search_ctx {
+    broadphase_world *w;
+    kdtree *t;
+    simd_boxes slots;
+    int dims;
+} search_ctx;
+
+/* Emits the pairs between object qid and the candidates at hit positions (mapped to ids). */
+static void emit(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t qid,
+                 const uint32_t *pos_to_id, size_t h) {
+    if (h == 0) return;
+    for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
+    h = world_exact_filter(c->w, qid, k->ids, h, k->ids, k->scratch);
+    if (!pairs_writer_reserve(wr, h)) return;
+    for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
+}
+
+/* Own objects [lo, hi) against the node's own objects after them (up to own_end) and against
+ * the list [lb, le). */
+static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t lo, uint32_t hi,
+                     uint32_t own_end, size_t lb, size_t le) {
+    const kdtree *t = c->t;
+    int b = t->cur;
+    simd_boxes list;
+    for (int a = 0; a < 3; a++) {
+        list.min[a] = k->lmin[a];
+        list.max[a] = k->lmax[a];
+    }
+    for (uint32_t i = lo; i < hi; i++) {
+        float qmin[3] = {t->smin[b][0][i], t->smin[b][1][i], t->smin[b][2][i]};
+        float qmax[3] = {t->smax[b][0][i], t->smax[b][1][i], t->smax[b][2][i]};
+        uint32_t qid = t->sid[b][i];
+        size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, i + 1, own_end, c->dims, k->hits);
+        emit(c, k, wr, qid, t->sid[b], h);
+        if (le > lb) {
+            h = simd_box_vs_boxes(qmin, qmax, &list, lb, le, c->dims, k->hits);
+            emit(c, k, wr, qid, k->lid, h);
+        }
+    }
+}
+
+static void list_push(kd_worker *k, size_t at, const float *const mn[3], const float *const mx[3],
+                      const uint32_t *ids, size_t i) {
+    for (int a = 0; a < 3; a++) {
+        k->lmin[a][at] = mn[a][i];
+        k->lmax[a][at] = mx[a][i];
+    }
+    k->lid[at] = ids[i];
+}
+
+static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t n, size_t lb,
+                        size_t le) {
+    const kdtree *t = c->t;
+    const kd_node *node = &t->nodes[n];
+    int b = t->cur;
+    size_t own = node->end - node->begin;
+    if (!worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1)) {
+        k->failed = wr->failed = true;
+        return;
+    }
+    test_own(c, k, wr, node->begin, node->end, node->end, lb, le);
+    if (is_leaf(node)) return;
+    int axis = node->axis;
+    float plane = node->plane;
+    for (int side = 0; side < 2; side++) {
+        if (node->child[side] == NONE) continue;
+        if (!worker_reserve(k, le + (le - lb) + own, 0)) {
+            k->failed = wr->failed = true;
+            return;
+        }
+        size_t at = le;
+        const float *const lmin[3] = {k->lmin[0], k->lmin[1], k->lmin[2]};
+        const float *const lmax[3] = {k->lmax[0], k->lmax[1], k->lmax[2]};
+        /* An object reaches the left child only if its min is below the plane (the child's
+         * objects all end before it), the right child only if its max is above. */
+        for (size_t i = lb; i < le; i++)
+            if (side == 0 ? lmin[axis][i] < plane : lmax[axis][i] > plane)
+                list_push(k, at++, lmin, lmax, k->lid, i);
+        const float *const smin[3] = {t->smin[b][0], t->smin[b][1], t->smin[b][2]};
+        const float *const smax[3] = {t->smax[b][0], t->smax[b][1], t->smax[b][2]};
+        for (uint32_t i = node->begin; i < node->end; i++)
+            if (side == 0 ? smin[axis][i] < plane : smax[axis][i] > plane)
+                list_push(k, at++, smin, smax, t->sid[b], i);
+        search_node(c, k, wr, node->child[side], le, at);
+    }
+}
+
+/* The ancestors' objects that reach node r's cell, into the list from 0; returns its length. */
+static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool *ok) {
+    const kdtree *t = c->t;
+    const kd_node *target = &t->nodes[r];
+    int b = t->cur;
+    const float *const smin[3] = {t->smin[b][0], t->smin[b][1], t->smin[b][2]};
+    const float *const smax[3] = {t->smax[b][0], t->smax[b][1], t->smax[b][2]};
+    size_t at = 0;
+    for (uint32_t a = target->parent; a != NONE; a = t->nodes[a].parent) {
+        const kd_node *anc = &t->nodes[a];
+        if (!worker_reserve(k, at + (anc->end - anc->begin), 0)) {
+            *ok = false;
+            return 0;
+        }
+        for (uint32_t i = anc->begin; i < anc->end; i++) {
+            bool reaches = true;
+            for (int d = 0; d < c->dims; d++)
+                reaches &= smin[d][i] < target->cell_hi[d] && smax[d][i] > target->cell_lo[d];
+            if (reaches) list_push(k, at++, smin, smax, t->sid[b], i);
+        }
+    }
+    return at;
+}
+
+static void search_job(size_t job, int worker, void *p) {
+    const search_ctx *c = p;
+    kdtree *t = c->t;
+    kd_worker *k = &t->workers[worker];
+    const kd_job *j = &t->jobs[job];
+    pairs_writer wr = pairs_job_begin(&c->w->pairs, worker);
+    bool ok = true;
+    size_t n0 = ancestors_list(c, k, j->node, &ok);
+    if (!ok) {
+        k->failed = wr.failed = true;
+    } else if (j->kind == JOB_SUBTREE) {
+        search_node(c, k, &wr, j->node, 0, n0);
+    } else {
+        const kd_node *node = &t->nodes[j->node];
+        size_t own = node->end - node->begin;
+        if (!worker_reserve(k, n0, (own > n0 ? own : n0) + 1))
+            k->failed = wr.failed = true;
+        else
+            test_own(c, k, &wr, j->lo, j->hi, node->end, 0, n0);
+    }
+    pairs_job_end(&c->w->pairs, job, &wr);
+}
+
+static bool push_job(broadphase_world *w, kdtree *t, kd_job job) {
+    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(kd_job),
+                    t->job_count))
+        return false;
+    t->jobs[t->job_count++] = job;
+    return true;
+}
+
+/* Subtrees small enough become one job; above them, each node's own objects are cut into
+ * pieces. The cut depends on the tree only, never on the thread count. */
+static bool collect_jobs(broadphase_world *w, kdtree *t, uint32_t n) {
+    const kd_node *node = &t->nodes[n];
+    if (node->sub_end - node->begin <= JOB_OBJECTS || is_leaf(node))
+        return push_job(w, t, (kd_job){n, JOB_SUBTREE, 0, 0});
+    for (uint32_t lo = node->begin; lo < node->end; lo += OWN_PIECE) {
+        uint32_t hi = node->end - lo > OWN_PIECE ? lo + OWN_PIECE : node->end;
+        if (!push_job(w, t, (kd_job){n, JOB_OWN, lo, hi})) return false;
+        node = &t->nodes[n];
+    }
+    for (int s = 0; s < 2; s++)
+        if (t->nodes[n].child[s] != NONE && !collect_jobs(w, t, t->nodes[n].child[s])) return false;
+    return true;
+}
+
+static broadphase_status search(broadphase_world *w, kdtree *t) {
+    if (t->worker_count < w->workers) {
+        size_t old = (size_t)t->worker_count, cap = old;
+        if (!world_grow(w, (void **)&t->workers, &cap, (size_t)w->workers, sizeof(kd_worker), old))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        memset(t->workers + old, 0, (cap - old) * sizeof(kd_worker));
+        t->worker_count = (int)cap;
+    }
+    t->job_count = 0;
+    if (t->slot_count > 0 && !collect_jobs(w, t, 0)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!pairs_prepare(w, t->job_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    search_ctx c = {w, t, {{0}, {0}}, w->config.dimensions};
+    for (int a = 0; a < 3; a++) {
+        c.slots.min[a] = t->smin[t->cur][a];
+        c.slots.max[a] = t->smax[t->cur][a];
+    }
+    threads_for_chunks(w->workers, t->job_count, search_job, &c);
+    for (int i = 0; i < t->worker_count; i++)
+        if (t->workers[i].failed) {
+            t->workers[i].failed = false;
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        }
+    return BROADPHASE_OK;
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+#ifdef BROADPHASE_DEEP_VALIDATE
+#include <assert.h>
+/* Every object inside its node's cell, node ranges nested as laid out, node_of consistent. */
+static void validate(const broadphase_world *w, const kdtree *t) {
+    int b = t->cur, dims = w->config.dimensions;
+    size_t seen = 0;
+    for (uint32_t n = 0; n < t->node_count; n++) {
+        const kd_node *node = &t->nodes[n];
+        assert(node->begin <= node->end && node->end <= node->sub_end);
+        assert(node->sub_end <= t->slot_count);
+        for (uint32_t s = node->begin; s < node->end; s++) {
+            uint32_t id = t->sid[b][s];
+            float mn[3] = {t->smin[b][0][s], t->smin[b][1][s], t->smin[b][2][s]};
+            float mx[3] = {t->smax[b][0][s], t->smax[b][1][s], t->smax[b][2][s]};
+            assert(in_cell(node, mn, mx, dims));
+            assert(t->node_of[id] == n);
+            assert(w->kind[id] != OBJECT_FREE);
+            for (int k = 0; k < dims; k++) assert(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
+        }
+        seen += node->end - node->begin;
+        for (int s = 0; s < 2; s++) {
+            if (node->child[s] == NONE) continue;
+            const kd_node *c = &t->nodes[node->child[s]];
+            assert(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
+        }
+    }
+    assert(seen == t->slot_count && seen == w->live_count);
+}
+#endif
+
+broadphase_status kdtree_step(broadphase_world *w) {
+    kdtree *t = tree_of(w);
+    if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    double t0 = world_now_ms();
+    broadphase_update_policy policy = w->config.update;
+    bool full = !t->built || t->slot_count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
+                (size_t)t->slot_count + w->added_count > t->slot_capacity;
+    if (!full && policy == BROADPHASE_UPDATE_AUTO) {
+        /* The cost figure is the expected box tests per object inside nodes; it only grows
+         * while refits pile objects into fewer nodes. Many new objects also call for a build. */
+        double now = (double)t->cost / (double)(t->slot_count ? t->slot_count : 1);
+        double base = (double)t->base_cost / (double)(t->slot_count ? t->slot_count : 1);
+        full = now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
+               w->added_count > t->slot_count / 4;
+    }
+    broadphase_status s;
+    if (full) {
+        s = rebuild(w, t);
+    } else {
+        s = refit(w, t);
+        if (s == BROADPHASE_OK) {
+            measure(t);
+            w->stats.refits++;
+        }
+    }
+    if (s != BROADPHASE_OK) {
+        t->built = false;
+        return s;
+    }
+#ifdef BROADPHASE_DEEP_VALIDATE
+    validate(w, t);
+#endif
+    double t1 = world_now_ms();
+    s = search(w, t);
+    double t2 = world_now_ms();
+    if (s == BROADPHASE_OK && !pairs_finish(w, t->job_count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+    w->stats.update_ms = t1 - t0;
+    w->stats.search_ms = t2 - t1;
+    w->stats.output_ms = world_now_ms() - t2;
+    w->stats.quality = (float)((double)t->cost / (double)(t->slot_count ? t->slot_count : 1));
+    return s;
+}
+
+void kdtree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
+    const kdtree *t = w->kdtree;
+    if (!t || !t->built) return;
+    s->nodes = t->node_count;
+    s->leaves = t->leaves;
+    s->depth = t->depth;
+    s->objects_in_internal_nodes = t->internal_objects;
+    for (int i = 0; i < t->worker_count; i++) {
+        s->bytes_in_use += t->workers[i].bytes;
+        s->allocations += t->workers[i].allocations;
+    }
+}
+
+void kdtree_destroy(broadphase_world *w) {
+    kdtree *t = w->kdtree;
+    if (!t) return;
+    for (int i = 0; i < t->worker_count; i++) worker_release(&t->workers[i]);
+    world_free(w, t->workers, (size_t)t->worker_count * sizeof(kd_worker));
+    world_free(w, t->nodes, t->node_capacity * sizeof(kd_node));
+    for (int b = 0; b < 2; b++)
+        world_free(w, t->slot_block[b], t->slot_block[b] ? slot_block_bytes(t->slot_capacity) : 0);
+    world_free(w, t->records, t->record_capacity * sizeof(kd_record));
+    world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
+    world_free(w, t->own_count, t->own_count_capacity * sizeof(uint32_t));
+    world_free(w, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
+    world_free(w, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
+    world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
+    world_free(w, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
+    world_free(w, t->sort_hist, t->sort_hist_bytes);
+    world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    world_free(w, t->jobs, t->job_capacity * sizeof(kd_job));
+    world_free(w, t, sizeof *t);
+    w->kdtree = NULL;
+}

@@ -1,1 +1,53 @@
-/* placeholder */
+/* broadphase_step: brings the chosen method's structure up to date, finds the pairs, publishes
+ * them sorted, and records the statistics of the step. */
+#include "brute_force.h"
+#include "kdtree.h"
+#include "world.h"
+
+#include <string.h>
+
+broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    double start = world_now_ms();
+    broadphase_status s;
+    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE)
+        s = brute_force_step(w);
+    else
+        s = kdtree_step(w);
+    w->last_error_index = SIZE_MAX;
+    if (s == BROADPHASE_OK) {
+        w->added_count = 0;
+        w->stats.steps++;
+        w->stats.pairs = w->pairs.count;
+        w->stats.step_ms = world_now_ms() - start;
+    } else {
+        w->pairs.count = 0;
+    }
+    if (pairs_out) *pairs_out = broadphase_last_pairs(w);
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    return s;
+}
+
+broadphase_pairs broadphase_last_pairs(const broadphase_world *w) {
+    broadphase_pairs p = {NULL, 0};
+    if (w && w->pairs.count) {
+        p.data = w->pairs.out;
+        p.count = w->pairs.count;
+    }
+    return p;
+}
+
+broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out) {
+    if (!w || !stats_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    broadphase_stats s = w->stats;
+    s.objects = w->live_count;
+    s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
+    s.bytes_in_use =
+        w->bytes + threads_scratch_bytes(&w->scratch) + threads_scratch_bytes(&w->pairs.buffers);
+    s.allocations = w->allocations + threads_scratch_allocations(&w->scratch) +
+                    threads_scratch_allocations(&w->pairs.buffers);
+    if (w->config.method == BROADPHASE_METHOD_KDTREE) kdtree_fill_stats(w, &s);
+    *stats_out = s;
+    return BROADPHASE_OK;
+}

@@ -1,1 +1,504 @@
-/* placeholder */
+/* The object store and the public calls that change it: create/destroy, add/move/remove of
+ * boxes and spheres with whole-batch validation (all or nothing), lowest-free id reuse, and the
+ * heap accounting behind the world's statistics. */
+#include "world.h"
+
+#include "kdtree.h"
+#include "overlap.h"
+#include "parallel.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- heap accounting ------------------------------------------------------------------- */
+
+static size_t round_up(size_t n, size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+void *world_alloc(broadphase_world *w, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    void *p = aligned_alloc(64, round_up(bytes, 64));
+    if (p) {
+        w->allocations++;
+        w->bytes += bytes;
+    }
+    return p;
+}
+
+void world_free(broadphase_world *w, void *p, size_t bytes) {
+    if (!p) return;
+    free(p);
+    w->bytes -= bytes ? bytes : 1;
+}
+
+bool world_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size,
+                size_t keep) {
+    if (need <= *capacity && *p) return true;
+    size_t cap = *capacity + *capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 16) cap = 16;
+    if (cap > SIZE_MAX / size) return false;
+    void *q = world_alloc(w, cap * size);
+    if (!q) return false;
+    if (*p && keep) memcpy(q, *p, keep * size);
+    world_free(w, *p, *capacity * size);
+    *p = q;
+    *capacity = cap;
+    return true;
+}
+
+double world_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- columns ----------------------------------------------------------------------------- */
+
+enum { FLOAT_COLUMNS = 10 }; /* min[3], max[3], center[3], radius */
+
+static size_t column_stride(size_t capacity) {
+    return round_up(capacity + SIMD_PAD, 16); /* floats; 16 floats = 64 bytes */
+}
+
+static size_t column_block_bytes(size_t capacity) {
+    size_t s = column_stride(capacity);
+    return s * sizeof(float) * FLOAT_COLUMNS + s * sizeof(uint32_t) + round_up(s, 64);
+}
+
+static void set_sentinel(broadphase_world *w, size_t i) {
+    for (int k = 0; k < 3; k++) {
+        w->min[k][i] = INFINITY;
+        w->max[k][i] = -INFINITY;
+        w->center[k][i] = 0.0f;
+    }
+    w->radius[i] = 0.0f;
+    w->kind[i] = OBJECT_FREE;
+}
+
+/* Makes room for ids below `need`; the new slots and the padding hold sentinels. */
+static bool store_reserve(broadphase_world *w, size_t need) {
+    if (need <= w->capacity && w->column_block) return true;
+    size_t cap = w->capacity + w->capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 64) cap = 64;
+    cap = round_up(cap, 16);
+    size_t stride = column_stride(cap);
+    char *block = world_alloc(w, column_block_bytes(cap));
+    if (!block) return false;
+    float *f = (float *)block;
+    float **cols[FLOAT_COLUMNS] = {&w->min[0],    &w->min[1], &w->min[2],    &w->max[0],
+                                   &w->max[1],    &w->max[2], &w->center[0], &w->center[1],
+                                   &w->center[2], &w->radius};
+    uint32_t *stamp = (uint32_t *)(f + stride * FLOAT_COLUMNS);
+    uint8_t *kind = (uint8_t *)(stamp + stride);
+    float *old[FLOAT_COLUMNS];
+    for (int c = 0; c < FLOAT_COLUMNS; c++) old[c] = *cols[c];
+    uint32_t *old_stamp = w->stamp;
+    uint8_t *old_kind = w->kind;
+    for (int c = 0; c < FLOAT_COLUMNS; c++) {
+        *cols[c] = f + stride * (size_t)c;
+        if (old[c]) memcpy(*cols[c], old[c], w->id_end * sizeof(float));
+    }
+    w->stamp = stamp;
+    w->kind = kind;
+    if (old_stamp) memcpy(stamp, old_stamp, w->id_end * sizeof(uint32_t));
+    if (old_kind) memcpy(kind, old_kind, w->id_end);
+    for (size_t i = w->id_end; i < stride; i++) {
+        set_sentinel(w, i);
+        stamp[i] = 0;
+    }
+    world_free(w, w->column_block, w->column_block ? column_block_bytes(w->capacity) : 0);
+    w->column_block = block;
+    w->capacity = cap;
+    return true;
+}
+
+void world_box_columns(const broadphase_world *w, simd_boxes *out) {
+    for (int k = 0; k < 3; k++) {
+        out->min[k] = w->min[k];
+        out->max[k] = w->max[k];
+    }
+}
+
+void world_sphere_columns(const broadphase_world *w, simd_spheres *out) {
+    for (int k = 0; k < 3; k++) out->c[k] = w->center[k];
+    out->r = w->radius;
+}
+
+size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
+                          size_t count, uint32_t *out, uint32_t *scratch) {
+    if (w->sphere_count == 0) {
+        if (out != candidates) memmove(out, candidates, count * sizeof(uint32_t));
+        return count;
+    }
+    int dims = w->config.dimensions;
+    size_t boxes = 0, spheres = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t c = candidates[i];
+        if (w->kind[c] == OBJECT_SPHERE)
+            scratch[spheres++] = c;
+        else
+            out[boxes++] = c;
+    }
+    simd_boxes bc;
+    simd_spheres sc;
+    world_box_columns(w, &bc);
+    world_sphere_columns(w, &sc);
+    if (w->kind[id] == OBJECT_BOX) {
+        float qmin[3] = {w->min[0][id], w->min[1][id], w->min[2][id]};
+        float qmax[3] = {w->max[0][id], w->max[1][id], w->max[2][id]};
+        return boxes + simd_box_vs_spheres(qmin, qmax, &sc, scratch, spheres, dims, out + boxes);
+    }
+    float qc[3] = {w->center[0][id], w->center[1][id], w->center[2][id]};
+    float qr = w->radius[id];
+    boxes = simd_sphere_vs_boxes(qc, qr, &bc, out, boxes, dims, out);
+    return boxes + simd_sphere_vs_spheres(qc, qr, &sc, scratch, spheres, dims, out + boxes);
+}
+
+/* ---- config and lifecycle ------------------------------------------------------------------ */
+
+broadphase_config broadphase_config_default(int dimensions) {
+    broadphase_config c;
+    memset(&c, 0, sizeof c);
+    c.dimensions = dimensions;
+    c.method = BROADPHASE_METHOD_KDTREE;
+    c.update = BROADPHASE_UPDATE_AUTO;
+    c.threads = 0;
+    c.leaf_size = 8;
+    c.max_depth = 40;
+    c.rebuild_threshold = 1.5f;
+    c.initial_capacity = 0;
+    return c;
+}
+
+static bool config_valid(const broadphase_config *c) {
+    if (c->dimensions != 2 && c->dimensions != 3) return false;
+    /* The octree lands with its own issue; until then it is refused rather than faked. */
+    if (c->method != BROADPHASE_METHOD_KDTREE && c->method != BROADPHASE_METHOD_BRUTE_FORCE)
+        return false;
+    if (c->update != BROADPHASE_UPDATE_AUTO && c->update != BROADPHASE_UPDATE_REBUILD &&
+        c->update != BROADPHASE_UPDATE_REFIT)
+        return false;
+    if (c->threads < 0 || c->threads > 1024) return false;
+    if (c->leaf_size < 1 || c->leaf_size > 4096) return false;
+    if (c->max_depth < 1 || c->max_depth > 64) return false;
+    if (!(c->rebuild_threshold >= 1.0f && c->rebuild_threshold <= 1000.0f)) return false;
+    if (c->initial_capacity > (size_t)UINT32_MAX - 1) return false;
+    return true;
+}
+
+broadphase_status broadphase_create(const broadphase_config *config, broadphase_world **world_out) {
+    if (!config || !world_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    *world_out = NULL;
+    if (!config_valid(config)) return BROADPHASE_ERROR_INVALID_CONFIG;
+    broadphase_world *w = calloc(1, sizeof *w);
+    if (!w) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    w->allocations = 1;
+    w->bytes = sizeof *w;
+    w->config = *config;
+    w->workers = threads_resolve(config->threads);
+    w->last_error_index = SIZE_MAX;
+    w->free_sorted = true;
+    if (!store_reserve(w, config->initial_capacity)) {
+        broadphase_destroy(w);
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
+    *world_out = w;
+    return BROADPHASE_OK;
+}
+
+void broadphase_destroy(broadphase_world *w) {
+    if (!w) return;
+    kdtree_destroy(w);
+    pairs_release(w);
+    threads_scratch_free(&w->scratch);
+    world_free(w, w->column_block, column_block_bytes(w->capacity));
+    world_free(w, w->free_ids, w->free_capacity * sizeof(uint32_t));
+    world_free(w, w->added, w->added_capacity * sizeof(uint32_t));
+    free(w);
+}
+
+size_t broadphase_object_count(const broadphase_world *w) {
+    return w ? w->live_count : 0;
+}
+
+size_t broadphase_last_error_index(const broadphase_world *w) {
+    return w ? w->last_error_index : SIZE_MAX;
+}
+
+const char *broadphase_simd_level(void) {
+    return simd_level();
+}
+
+/* ---- validation ------------------------------------------------------------------------- */
+
+/* A mutation holds the world for its duration, so that one racing a step is refused. */
+static bool world_enter(broadphase_world *w) {
+    return __atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+static void world_leave(broadphase_world *w) {
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+}
+
+static broadphase_status fail(broadphase_world *w, broadphase_status s, size_t index) {
+    w->last_error_index = index;
+    return s;
+}
+
+static broadphase_status check_boxes(const broadphase_world *w, size_t count,
+                                     const broadphase_boxes *b, size_t *bad) {
+    int dims = w->config.dimensions;
+    const float *lo[3] = {b->min_x, b->min_y, b->min_z};
+    const float *hi[3] = {b->max_x, b->max_y, b->max_z};
+    for (int k = 0; k < dims; k++)
+        if (!lo[k] || !hi[k]) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < count; i++) {
+        for (int k = 0; k < dims; k++) {
+            if (!isfinite(lo[k][i]) || !isfinite(hi[k][i])) {
+                *bad = i;
+                return BROADPHASE_ERROR_NONFINITE;
+            }
+        }
+        for (int k = 0; k < dims; k++) {
+            if (lo[k][i] > hi[k][i]) {
+                *bad = i;
+                return BROADPHASE_ERROR_INVERTED_BOX;
+            }
+        }
+    }
+    return BROADPHASE_OK;
+}
+
+static broadphase_status check_spheres(const broadphase_world *w, size_t count,
+                                       const broadphase_spheres *s, size_t *bad) {
+    int dims = w->config.dimensions;
+    const float *c[3] = {s->x, s->y, s->z};
+    if (!s->radius) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    for (int k = 0; k < dims; k++)
+        if (!c[k]) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < count; i++) {
+        for (int k = 0; k < dims; k++) {
+            if (!isfinite(c[k][i])) {
+                *bad = i;
+                return BROADPHASE_ERROR_NONFINITE;
+            }
+        }
+        if (!isfinite(s->radius[i])) {
+            *bad = i;
+            return BROADPHASE_ERROR_NONFINITE;
+        }
+        if (s->radius[i] < 0.0f) {
+            *bad = i;
+            return BROADPHASE_ERROR_NEGATIVE_RADIUS;
+        }
+    }
+    return BROADPHASE_OK;
+}
+
+/* Every id must be live and appear once in the batch. */
+static broadphase_status check_ids(broadphase_world *w, size_t count, const uint32_t *ids,
+                                   size_t *bad) {
+    if (++w->epoch == 0) {
+        memset(w->stamp, 0, w->id_end * sizeof(uint32_t));
+        w->epoch = 1;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint32_t id = ids[i];
+        if (id >= w->id_end || w->kind[id] == OBJECT_FREE) {
+            *bad = i;
+            return BROADPHASE_ERROR_UNKNOWN_ID;
+        }
+        if (w->stamp[id] == w->epoch) {
+            *bad = i;
+            return BROADPHASE_ERROR_INVALID_ARGUMENT;
+        }
+        w->stamp[id] = w->epoch;
+    }
+    return BROADPHASE_OK;
+}
+
+/* ---- writing objects --------------------------------------------------------------------- */
+
+/* The sphere's bounding box on one axis, widened by 2^-10 of the radius and rounded outward, so
+ * that it contains every point the exact (double precision) test can accept. */
+static void sphere_extent(float c, float r, float *lo, float *hi) {
+    double m = (double)r * (1.0 + 0x1p-10);
+    double l = (double)c - m, h = (double)c + m;
+    float fl = (float)l, fh = (float)h;
+    if ((double)fl > l) fl = nextafterf(fl, -INFINITY);
+    if ((double)fh < h) fh = nextafterf(fh, INFINITY);
+    *lo = fl < -FLT_MAX ? -FLT_MAX : (fl > FLT_MAX ? FLT_MAX : fl);
+    *hi = fh > FLT_MAX ? FLT_MAX : (fh < -FLT_MAX ? -FLT_MAX : fh);
+}
+
+static void write_box(broadphase_world *w, uint32_t id, const broadphase_boxes *b, size_t i) {
+    const float *lo[3] = {b->min_x, b->min_y, b->min_z};
+    const float *hi[3] = {b->max_x, b->max_y, b->max_z};
+    for (int k = 0; k < 3; k++) {
+        bool used = k < w->config.dimensions;
+        w->min[k][id] = used ? lo[k][i] : 0.0f;
+        w->max[k][id] = used ? hi[k][i] : 0.0f;
+        w->center[k][id] = 0.0f;
+    }
+    w->radius[id] = 0.0f;
+    if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
+    w->kind[id] = OBJECT_BOX;
+}
+
+static void write_sphere(broadphase_world *w, uint32_t id, const broadphase_spheres *s, size_t i) {
+    const float *c[3] = {s->x, s->y, s->z};
+    float r = s->radius[i];
+    for (int k = 0; k < 3; k++) {
+        float ck = k < w->config.dimensions ? c[k][i] : 0.0f;
+        w->center[k][id] = ck;
+        if (k < w->config.dimensions)
+            sphere_extent(ck, r, &w->min[k][id], &w->max[k][id]);
+        else
+            w->min[k][id] = w->max[k][id] = 0.0f;
+    }
+    w->radius[id] = r;
+    if (w->kind[id] != OBJECT_SPHERE) w->sphere_count++;
+    w->kind[id] = OBJECT_SPHERE;
+}
+
+static int compare_desc(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Reserves everything an add of `count` objects needs, then hands out the ids. */
+static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *ids_out) {
+    size_t reuse = count < w->free_count ? count : w->free_count;
+    size_t fresh = count - reuse;
+    if (fresh > (size_t)(WORLD_NONE - 1) - w->id_end) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!store_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
+                    sizeof(uint32_t), w->added_count))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (reuse && !w->free_sorted) {
+        qsort(w->free_ids, w->free_count, sizeof(uint32_t), compare_desc);
+        w->free_sorted = true;
+    }
+    for (size_t i = 0; i < reuse; i++) ids_out[i] = w->free_ids[--w->free_count];
+    for (size_t i = reuse; i < count; i++) ids_out[i] = w->id_end++;
+    memcpy(w->added + w->added_count, ids_out, count * sizeof(uint32_t));
+    w->added_count += count;
+    w->live_count += count;
+    return BROADPHASE_OK;
+}
+
+broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
+                                       const broadphase_boxes *boxes, uint32_t *ids_out) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!boxes || !ids_out)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_boxes(w, count, boxes, &bad);
+        if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
+        if (s == BROADPHASE_OK)
+            for (size_t i = 0; i < count; i++) write_box(w, ids_out[i], boxes, i);
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
+                                         const broadphase_spheres *spheres, uint32_t *ids_out) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!spheres || !ids_out)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_spheres(w, count, spheres, &bad);
+        if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
+        if (s == BROADPHASE_OK)
+            for (size_t i = 0; i < count; i++) write_sphere(w, ids_out[i], spheres, i);
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
+                                        const broadphase_boxes *boxes) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!boxes || !ids)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_ids(w, count, ids, &bad);
+        if (s == BROADPHASE_OK) s = check_boxes(w, count, boxes, &bad);
+        if (s == BROADPHASE_OK)
+            for (size_t i = 0; i < count; i++) write_box(w, ids[i], boxes, i);
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, const uint32_t *ids,
+                                          const broadphase_spheres *spheres) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!spheres || !ids)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_ids(w, count, ids, &bad);
+        if (s == BROADPHASE_OK) s = check_spheres(w, count, spheres, &bad);
+        if (s == BROADPHASE_OK)
+            for (size_t i = 0; i < count; i++) write_sphere(w, ids[i], spheres, i);
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uint32_t *ids) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!ids)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_ids(w, count, ids, &bad);
+        if (s == BROADPHASE_OK &&
+            !world_grow(w, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
+                        sizeof(uint32_t), w->free_count))
+            s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (s == BROADPHASE_OK) {
+            for (size_t i = 0; i < count; i++) {
+                uint32_t id = ids[i];
+                if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
+                set_sentinel(w, id);
+                w->free_ids[w->free_count++] = id;
+            }
+            w->free_sorted = false;
+            w->live_count -= count;
+        }
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}

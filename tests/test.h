@@ -70,4 +70,5 @@ extern char test_context[512];
         return test_failures ? 1 : 0;                                                              \
     }
 
-#define TEST_ENTRY(name) {#name, test_##name}
+#define TEST_ENTRY(name)                                                                           \
+    { #name, test_##name }

@@ -16,12 +16,13 @@ typedef struct broadphase_world broadphase_world;
 /* Status codes, defined once so that the enum and the strings cannot drift. */
 #define BROADPHASE_STATUS_LIST(X)                                                                  \
     X(BROADPHASE_OK, "ok")                                                                         \
-    X(BROADPHASE_ERROR_INVALID_ARGUMENT, "invalid argument (NULL where data is needed, bad count)") \
+    X(BROADPHASE_ERROR_INVALID_ARGUMENT,                                                           \
+      "invalid argument (NULL array, bad count, id repeated in a batch)")                          \
     X(BROADPHASE_ERROR_INVALID_CONFIG, "invalid configuration")                                    \
     X(BROADPHASE_ERROR_NONFINITE, "NaN or infinity in a coordinate or radius")                     \
     X(BROADPHASE_ERROR_INVERTED_BOX, "inverted box (min > max on some axis)")                      \
     X(BROADPHASE_ERROR_NEGATIVE_RADIUS, "negative radius")                                         \
-    X(BROADPHASE_ERROR_UNKNOWN_ID, "unknown id (never issued, removed, or repeated in one batch)") \
+    X(BROADPHASE_ERROR_UNKNOWN_ID, "unknown id (never issued, or removed)")                        \
     X(BROADPHASE_ERROR_OUT_OF_MEMORY, "out of memory")                                             \
     X(BROADPHASE_ERROR_BUSY, "world is busy (mutation while a step is running)")                   \
     X(BROADPHASE_ERROR_BUFFER_TOO_SMALL, "result buffer too small")

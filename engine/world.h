@@ -1,0 +1,79 @@
+/* The world: the object store (SoA columns by id, 64-byte aligned, sentinel-padded), id
+ * allocation, heap accounting, and the state each method keeps between steps. */
+#pragma once
+
+#include "broadphase.h"
+#include "pairs.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
+
+#define WORLD_NONE UINT32_MAX
+
+struct kdtree;
+
+struct broadphase_world {
+    broadphase_config config;
+    int workers;
+
+    /* Columns indexed by id, each with room for `capacity` ids plus SIMD padding. Boxes keep
+     * their exact bounds in min/max; spheres keep centre and radius, and in min/max a bounding
+     * box widened outward so that it contains the sphere however the exact test rounds. Free
+     * ids and the padding hold sentinels (min = +inf, max = -inf) that overlap nothing. */
+    float *min[3], *max[3];
+    float *center[3], *radius;
+    uint8_t *kind;
+    uint32_t *stamp; /* batch stamps, to find ids repeated within one batch */
+    void *column_block;
+    size_t capacity;
+    uint32_t id_end; /* every id ever handed out is below id_end */
+    uint32_t epoch;
+    size_t live_count;
+    size_t sphere_count;
+
+    /* Free ids; handed out lowest first (sorted descending on demand, popped from the back). */
+    uint32_t *free_ids;
+    size_t free_count, free_capacity;
+    bool free_sorted;
+
+    /* Ids added since the last step (methods that keep structure insert them). */
+    uint32_t *added;
+    size_t added_count, added_capacity;
+
+    pairs_state pairs;
+    threads_scratch scratch; /* per-worker working memory of the methods */
+    struct kdtree *kdtree;
+
+    broadphase_stats stats;
+    uint64_t allocations;
+    size_t bytes;
+    size_t last_error_index;
+    int busy; /* accessed with atomics: a mutation while a step runs is refused */
+};
+
+/* Heap memory through the world, so that it can report bytes held and allocations made.
+ * 64-byte aligned. Not thread-safe: call outside parallel regions. */
+void *world_alloc(broadphase_world *w, size_t bytes);
+void world_free(broadphase_world *w, void *p, size_t bytes);
+/* Grows *p (holding *capacity elements of `size` bytes, of which `keep` are live) to at least
+ * `need` elements, geometrically; contents up to `keep` preserved. False on out of memory. */
+bool world_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size,
+                size_t keep);
+
+/* The columns as the SIMD kernels see them. */
+struct simd_boxes;
+struct simd_spheres;
+void world_box_columns(const broadphase_world *w, struct simd_boxes *out);
+void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
+
+/* The exact test after the box test: of the candidate ids (whose bounding boxes overlap object
+ * `id`'s), keeps in `out` (may alias) those whose shapes really overlap it; returns how many.
+ * All pass at once when the world holds no spheres. `scratch` has room for `count` ids. */
+size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
+                          size_t count, uint32_t *out, uint32_t *scratch);
+
+/* Milliseconds on a monotonic clock. */
+double world_now_ms(void);
