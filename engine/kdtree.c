@@ -99,6 +99,7 @@ typedef struct kdtree {
     int worker_count;
 
     bool built;
+    double search_end_ms;
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t depth, leaves, internal_objects;
 } kdtree;
@@ -605,7 +606,9 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         t->chunk_count[i] = movers;
         movers += k;
     }
-    size_t need = movers + w->added_count + 1;
+    /* Sized for every object moving at once, so that the count of movers, which changes every
+     * step, never makes a step allocate. */
+    size_t need = t->slot_count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
         !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0) ||
         !world_grow(w, &t->sort_hist, &t->sort_hist_bytes, threads_radix_scratch_size(w->workers),
@@ -668,9 +671,11 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
 
 /* ---- pair search ---------------------------------------------------------------------------- */
 
-static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need) {
+/* Grows geometrically during the search; `exact` (before it) grows to the need itself, so that
+ * workers matching each other's sizes do not keep doubling one another. */
+static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need, bool exact) {
     if (list_need > k->list_capacity) {
-        size_t cap = k->list_capacity * 2;
+        size_t cap = exact ? 0 : k->list_capacity * 2;
         if (cap < list_need) cap = list_need;
         if (cap < 256) cap = 256;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
@@ -696,7 +701,7 @@ static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need) {
         k->bytes += bytes;
     }
     if (hit_need > k->hit_capacity) {
-        size_t cap = k->hit_capacity * 2;
+        size_t cap = exact ? 0 : k->hit_capacity * 2;
         if (cap < hit_need) cap = hit_need;
         if (cap < 256) cap = 256;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
@@ -778,7 +783,7 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
     const kd_node *node = &t->nodes[n];
     int b = t->cur;
     size_t own = node->end - node->begin;
-    if (!worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1)) {
+    if (!worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1, false)) {
         k->failed = wr->failed = true;
         return;
     }
@@ -788,7 +793,7 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
     float plane = node->plane;
     for (int side = 0; side < 2; side++) {
         if (node->child[side] == NONE) continue;
-        if (!worker_reserve(k, le + (le - lb) + own, 0)) {
+        if (!worker_reserve(k, le + (le - lb) + own, 0, false)) {
             k->failed = wr->failed = true;
             return;
         }
@@ -819,7 +824,7 @@ static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool
     size_t at = 0;
     for (uint32_t a = target->parent; a != NONE; a = t->nodes[a].parent) {
         const kd_node *anc = &t->nodes[a];
-        if (!worker_reserve(k, at + (anc->end - anc->begin), 0)) {
+        if (!worker_reserve(k, at + (anc->end - anc->begin), 0, false)) {
             *ok = false;
             return 0;
         }
@@ -838,7 +843,7 @@ static void search_job(size_t job, int worker, void *p) {
     kdtree *t = c->t;
     kd_worker *k = &t->workers[worker];
     const kd_job *j = &t->jobs[job];
-    pairs_writer wr = pairs_job_begin(&c->w->pairs, worker);
+    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
     bool ok = true;
     size_t n0 = ancestors_list(c, k, j->node, &ok);
     if (!ok) {
@@ -848,36 +853,28 @@ static void search_job(size_t job, int worker, void *p) {
     } else {
         const kd_node *node = &t->nodes[j->node];
         size_t own = node->end - node->begin;
-        if (!worker_reserve(k, n0, (own > n0 ? own : n0) + 1))
+        if (!worker_reserve(k, n0, (own > n0 ? own : n0) + 1, false))
             k->failed = wr.failed = true;
         else
             test_own(c, k, &wr, j->lo, j->hi, node->end, 0, n0);
     }
-    pairs_job_end(&c->w->pairs, job, &wr);
-}
-
-static bool push_job(broadphase_world *w, kdtree *t, kd_job job) {
-    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(kd_job),
-                    t->job_count))
-        return false;
-    t->jobs[t->job_count++] = job;
-    return true;
+    pairs_writer_end(&wr);
 }
 
 /* Subtrees small enough become one job; above them, each node's own objects are cut into
  * pieces. The cut depends on the tree only, never on the thread count. */
-static bool collect_jobs(broadphase_world *w, kdtree *t, uint32_t n) {
+static void collect_jobs(kdtree *t, uint32_t n) {
     const kd_node *node = &t->nodes[n];
-    if (node->sub_end - node->begin <= JOB_OBJECTS || is_leaf(node))
-        return push_job(w, t, (kd_job){n, JOB_SUBTREE, 0, 0});
+    if (node->sub_end - node->begin <= JOB_OBJECTS || is_leaf(node)) {
+        t->jobs[t->job_count++] = (kd_job){n, JOB_SUBTREE, 0, 0};
+        return;
+    }
     for (uint32_t lo = node->begin; lo < node->end; lo += OWN_PIECE) {
         uint32_t hi = node->end - lo > OWN_PIECE ? lo + OWN_PIECE : node->end;
-        if (!push_job(w, t, (kd_job){n, JOB_OWN, lo, hi})) return false;
-        node = &t->nodes[n];
+        t->jobs[t->job_count++] = (kd_job){n, JOB_OWN, lo, hi};
     }
     for (int s = 0; s < 2; s++)
-        if (t->nodes[n].child[s] != NONE && !collect_jobs(w, t, t->nodes[n].child[s])) return false;
-    return true;
+        if (node->child[s] != NONE) collect_jobs(t, node->child[s]);
 }
 
 static broadphase_status search(broadphase_world *w, kdtree *t) {
@@ -888,21 +885,41 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
         memset(t->workers + old, 0, (cap - old) * sizeof(kd_worker));
         t->worker_count = (int)cap;
     }
+    /* Every worker gets the room the hungriest one needed so far: which worker runs which job
+     * changes from step to step, and a steady-state step must not allocate. */
+    size_t list_need = 0, hit_need = 0;
+    for (int i = 0; i < t->worker_count; i++) {
+        if (t->workers[i].list_capacity > list_need) list_need = t->workers[i].list_capacity;
+        if (t->workers[i].hit_capacity > hit_need) hit_need = t->workers[i].hit_capacity;
+    }
+    for (int i = 0; i < w->workers; i++)
+        if (!worker_reserve(&t->workers[i], list_need, hit_need, true))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    /* At most one subtree job per node plus the pieces of own objects. */
+    size_t max_jobs = t->node_count + t->slot_count / OWN_PIECE + 2;
+    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
-    if (t->slot_count > 0 && !collect_jobs(w, t, 0)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (!pairs_prepare(w, t->job_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (t->slot_count > 0) collect_jobs(t, 0);
     search_ctx c = {w, t, {{0}, {0}}, w->config.dimensions};
     for (int a = 0; a < 3; a++) {
         c.slots.min[a] = t->smin[t->cur][a];
         c.slots.max[a] = t->smax[t->cur][a];
     }
-    threads_for_chunks(w->workers, t->job_count, search_job, &c);
-    for (int i = 0; i < t->worker_count; i++)
-        if (t->workers[i].failed) {
-            t->workers[i].failed = false;
-            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    pairs_result r = PAIRS_RETRY;
+    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
+        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        threads_for_chunks(w->workers, t->job_count, search_job, &c);
+        for (int i = 0; i < t->worker_count; i++) {
+            if (t->workers[i].failed) {
+                t->workers[i].failed = false;
+                return BROADPHASE_ERROR_OUT_OF_MEMORY;
+            }
         }
-    return BROADPHASE_OK;
+        t->search_end_ms = world_now_ms();
+        r = pairs_finish(w);
+    }
+    return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -971,11 +988,9 @@ broadphase_status kdtree_step(broadphase_world *w) {
 #endif
     double t1 = world_now_ms();
     s = search(w, t);
-    double t2 = world_now_ms();
-    if (s == BROADPHASE_OK && !pairs_finish(w, t->job_count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
     w->stats.update_ms = t1 - t0;
-    w->stats.search_ms = t2 - t1;
-    w->stats.output_ms = world_now_ms() - t2;
+    w->stats.search_ms = t->search_end_ms - t1;
+    w->stats.output_ms = world_now_ms() - t->search_end_ms;
     w->stats.quality = (float)((double)t->cost / (double)(t->slot_count ? t->slot_count : 1));
     return s;
 }

@@ -43,10 +43,8 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     broadphase_stats s = w->stats;
     s.objects = w->live_count;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
-    s.bytes_in_use =
-        w->bytes + threads_scratch_bytes(&w->scratch) + threads_scratch_bytes(&w->pairs.buffers);
-    s.allocations = w->allocations + threads_scratch_allocations(&w->scratch) +
-                    threads_scratch_allocations(&w->pairs.buffers);
+    s.bytes_in_use = w->bytes + threads_scratch_bytes(&w->scratch);
+    s.allocations = w->allocations + threads_scratch_allocations(&w->scratch);
     if (w->config.method == BROADPHASE_METHOD_KDTREE) kdtree_fill_stats(w, &s);
     *stats_out = s;
     return BROADPHASE_OK;

@@ -323,6 +323,22 @@ static broadphase_status check_ids(broadphase_world *w, size_t count, const uint
     return BROADPHASE_OK;
 }
 
+/* A move batch names its first bad element, whether its id or its values are at fault (an id
+ * error wins a tie); a missing array is an argument error before any element. */
+static broadphase_status check_move(broadphase_world *w, size_t count, const uint32_t *ids,
+                                    broadphase_status values, const size_t *bad_value,
+                                    size_t *bad) {
+    if (values == BROADPHASE_ERROR_INVALID_ARGUMENT) return values;
+    size_t bad_id = SIZE_MAX;
+    broadphase_status s = check_ids(w, count, ids, &bad_id);
+    if (s != BROADPHASE_OK && (values == BROADPHASE_OK || bad_id <= *bad_value)) {
+        *bad = bad_id;
+        return s;
+    }
+    *bad = *bad_value;
+    return values;
+}
+
 /* ---- writing objects --------------------------------------------------------------------- */
 
 /* The sphere's bounding box on one axis, widened by 2^-10 of the radius and rounded outward, so
@@ -438,13 +454,13 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
     broadphase_status s = BROADPHASE_OK;
-    size_t bad = SIZE_MAX;
+    size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
     if (count > 0) {
         if (!boxes || !ids)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
-            s = check_ids(w, count, ids, &bad);
-        if (s == BROADPHASE_OK) s = check_boxes(w, count, boxes, &bad);
+            s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
+                           &bad);
         if (s == BROADPHASE_OK)
             for (size_t i = 0; i < count; i++) write_box(w, ids[i], boxes, i);
     }
@@ -458,13 +474,13 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
     broadphase_status s = BROADPHASE_OK;
-    size_t bad = SIZE_MAX;
+    size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
     if (count > 0) {
         if (!spheres || !ids)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
-            s = check_ids(w, count, ids, &bad);
-        if (s == BROADPHASE_OK) s = check_spheres(w, count, spheres, &bad);
+            s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
+                           &bad);
         if (s == BROADPHASE_OK)
             for (size_t i = 0; i < count; i++) write_sphere(w, ids[i], spheres, i);
     }

@@ -4,6 +4,7 @@
 
 #include "broadphase.h"
 #include "pairs.h"
+#include "parallel.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,1 +1,838 @@
-int main(void) { return 0; }
+/* broadphase-run: builds a named scene, steps it for some frames, prints per-phase timings and
+ * pair counts, and on request checks every frame against the brute-force oracle (a second world
+ * below 200 000 objects, exact predicates on sampled objects above). */
+#include "broadphase.h"
+#include "scenes.h"
+#include "../simd/overlap.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Above this many objects the brute-force world would take seconds per frame: sample instead. */
+#define RUNNER_FULL_CHECK_LIMIT 200000
+#define RUNNER_PER_FRAME_LINES_MAX 20
+
+typedef struct options {
+    scene_kind scene;
+    size_t count;
+    size_t frames;
+    broadphase_method method;
+    broadphase_update_policy update;
+    int threads;
+    uint64_t seed;
+    int leaf_size;           /* 0: the library's default */
+    int max_depth;           /* 0: the library's default */
+    float rebuild_threshold; /* 0: the library's default */
+    bool check;
+    size_t check_sample;
+    size_t check_full_limit;
+    bool quiet;
+    bool verbose;
+} options;
+
+static const char *const method_names[] = {
+    [BROADPHASE_METHOD_KDTREE] = "kdtree",
+    [BROADPHASE_METHOD_OCTREE] = "octree",
+    [BROADPHASE_METHOD_BRUTE_FORCE] = "brute",
+};
+static const char *const update_names[] = {
+    [BROADPHASE_UPDATE_AUTO] = "auto",
+    [BROADPHASE_UPDATE_REBUILD] = "rebuild",
+    [BROADPHASE_UPDATE_REFIT] = "refit",
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: broadphase-run [options]\n"
+                 "  --scene NAME          scene to build (default moving):\n"
+                 "                        ");
+    for (int k = 0; k < SCENE_KIND_COUNT; k++) {
+        fprintf(out, "%s%s", scene_name((scene_kind)k), k + 1 < SCENE_KIND_COUNT ? " " : "\n");
+    }
+    fprintf(out,
+            "  --n N                 objects (default 100000; 1e6 is accepted)\n"
+            "  --frames F            frames to step (default 100)\n"
+            "  --method M            kdtree | octree | brute (default kdtree)\n"
+            "  --threads T           worker threads, 0 = all hardware threads (default 0)\n"
+            "  --update U            auto | rebuild | refit (default auto)\n"
+            "  --seed S              scene seed (default 1)\n"
+            "  --leaf-size L         kd-tree leaf capacity (default: the library's)\n"
+            "  --max-depth D         kd-tree depth limit (default: the library's)\n"
+            "  --rebuild-threshold X AUTO rebuild factor (default: the library's)\n"
+            "  --check               compare every frame with brute force; exit 1 on a difference\n"
+            "  --check-full-limit N  up to N objects the check steps a second, brute-force world\n"
+            "                        and compares everything (default %d); above, it samples\n"
+            "  --check-sample K      objects per frame whose pairs the sampled check recomputes\n"
+            "                        with the exact predicates (default 1000)\n"
+            "  --quiet               no per-frame lines\n"
+            "  --verbose             per-frame lines even for more than %d frames\n"
+            "  --help                this text\n",
+            RUNNER_FULL_CHECK_LIMIT, RUNNER_PER_FRAME_LINES_MAX);
+}
+
+static bool parse_count(const char *text, size_t max, size_t *out) {
+    if (!text || !*text || *text == '-') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0') {
+        /* Scientific notation for counts ("1e6") when it names a whole number. */
+        double d = strtod(text, &end);
+        if (*end != '\0' || !(d >= 0.0) || d > (double)max || d != floor(d)) return false;
+        v = (unsigned long long)d;
+    }
+    if (errno || v > max) return false;
+    *out = (size_t)v;
+    return true;
+}
+
+static bool parse_int(const char *text, int lo, int hi, int *out) {
+    size_t v;
+    if (!parse_count(text, (size_t)hi, &v) || (long long)v < lo) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_name(const char *text, const char *const *names, int count, int *out) {
+    for (int i = 0; i < count; i++) {
+        if (text && strcmp(text, names[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* 0 on success, 1 to exit successfully (--help), 2 on a usage error (message printed). */
+static int parse_options(int argc, char **argv, options *o) {
+    *o = (options){.scene = SCENE_MOVING,
+                   .count = 100000,
+                   .frames = 100,
+                   .method = BROADPHASE_METHOD_KDTREE,
+                   .update = BROADPHASE_UPDATE_AUTO,
+                   .seed = 1,
+                   .check_sample = 1000,
+                   .check_full_limit = RUNNER_FULL_CHECK_LIMIT};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--check") == 0) {
+            o->check = true;
+            continue;
+        }
+        if (strcmp(arg, "--quiet") == 0) {
+            o->quiet = true;
+            continue;
+        }
+        if (strcmp(arg, "--verbose") == 0) {
+            o->verbose = true;
+            continue;
+        }
+        /* Every other option takes a value, as "--opt value" or "--opt=value". */
+        char name[32];
+        const char *value;
+        const char *eq = strchr(arg, '=');
+        if (eq && (size_t)(eq - arg) < sizeof name) {
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = '\0';
+            value = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", arg);
+            value = i + 1 < argc ? argv[++i] : NULL;
+        }
+        bool ok;
+        int choice = 0;
+        size_t big = 0;
+        if (strcmp(name, "--scene") == 0) {
+            ok = scene_parse(value, &o->scene);
+        } else if (strcmp(name, "--n") == 0) {
+            ok = parse_count(value, UINT32_MAX - 1, &o->count);
+        } else if (strcmp(name, "--frames") == 0) {
+            ok = parse_count(value, SIZE_MAX / 64, &o->frames);
+        } else if (strcmp(name, "--method") == 0) {
+            ok = parse_name(value, method_names, 3, &choice) ||
+                 (value && strcmp(value, "brute_force") == 0 &&
+                  (choice = BROADPHASE_METHOD_BRUTE_FORCE, true));
+            o->method = (broadphase_method)choice;
+        } else if (strcmp(name, "--update") == 0) {
+            ok = parse_name(value, update_names, 3, &choice);
+            o->update = (broadphase_update_policy)choice;
+        } else if (strcmp(name, "--threads") == 0) {
+            ok = parse_int(value, 0, 1024, &o->threads);
+        } else if (strcmp(name, "--seed") == 0) {
+            ok = parse_count(value, SIZE_MAX, &big);
+            o->seed = big;
+        } else if (strcmp(name, "--leaf-size") == 0) {
+            ok = parse_int(value, 1, 4096, &o->leaf_size);
+        } else if (strcmp(name, "--max-depth") == 0) {
+            ok = parse_int(value, 1, 64, &o->max_depth);
+        } else if (strcmp(name, "--rebuild-threshold") == 0) {
+            char *end = NULL;
+            o->rebuild_threshold = value ? strtof(value, &end) : 0.0f;
+            ok = value && *value && *end == '\0' && o->rebuild_threshold >= 1.0f &&
+                 o->rebuild_threshold <= 1000.0f;
+        } else if (strcmp(name, "--check-full-limit") == 0) {
+            ok = parse_count(value, SIZE_MAX, &o->check_full_limit);
+        } else if (strcmp(name, "--check-sample") == 0) {
+            ok = parse_count(value, SIZE_MAX, &o->check_sample) && o->check_sample > 0;
+        } else {
+            fprintf(stderr, "broadphase-run: unknown option '%s' (see --help)\n", arg);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "broadphase-run: bad or missing value for %s%s%s (see --help)\n", name,
+                    value ? ": " : "", value ? value : "");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and minimum of a series; sorts a copy kept in scratch. */
+static void series_stats(const double *v, size_t n, double *scratch, double *median, double *min) {
+    if (n == 0) {
+        *median = *min = 0.0;
+        return;
+    }
+    memcpy(scratch, v, n * sizeof *v);
+    qsort(scratch, n, sizeof *scratch, cmp_double);
+    *min = scratch[0];
+    *median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+}
+
+static void api_error(broadphase_world *w, const char *call, size_t frame, broadphase_status st) {
+    fprintf(stderr, "broadphase-run: %s failed", call);
+    if (frame != SIZE_MAX) fprintf(stderr, " at frame %zu", frame);
+    fprintf(stderr, ": %s", broadphase_status_string(st));
+    size_t index = w ? broadphase_last_error_index(w) : SIZE_MAX;
+    if (index != SIZE_MAX) fprintf(stderr, " (element %zu of the batch)", index);
+    fprintf(stderr, "\n");
+}
+
+/* ---- checking ------------------------------------------------------------------------------ */
+
+typedef struct pair_list {
+    broadphase_pair *data;
+    size_t count, capacity;
+} pair_list;
+
+static bool pair_list_push(pair_list *l, uint32_t a, uint32_t b) {
+    if (l->count == l->capacity) {
+        size_t cap = l->capacity ? l->capacity * 2 : 1024;
+        broadphase_pair *p = realloc(l->data, cap * sizeof *p);
+        if (!p) return false;
+        l->data = p;
+        l->capacity = cap;
+    }
+    l->data[l->count++] = (broadphase_pair){a < b ? a : b, a < b ? b : a};
+    return true;
+}
+
+static int pair_order(broadphase_pair x, broadphase_pair y) {
+    if (x.a != y.a) return x.a < y.a ? -1 : 1;
+    if (x.b != y.b) return x.b < y.b ? -1 : 1;
+    return 0;
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    return pair_order(*(const broadphase_pair *)a, *(const broadphase_pair *)b);
+}
+
+typedef struct checker {
+    const options *opt;
+    const scene *s;
+    const uint32_t *ids;
+    uint32_t *index_of_id; /* id -> object index, for messages and the sampled check */
+    size_t id_limit;
+    /* Sampled check: objects sorted by min x, and the few widest objects kept apart so that
+     * they do not widen the sweep window for everybody. */
+    uint32_t *order, *order_tmp, *big;
+    uint32_t *keys, *keys_tmp;
+    float *sorted_min[3], *sorted_max[3];
+    size_t small_count, big_count;
+    double max_small_extent;
+    uint8_t *sampled; /* by id */
+    uint32_t *samples;
+    pair_list want, got;
+    char message[1024];
+} checker;
+
+static void object_text(const checker *c, uint32_t id, char *out, size_t size) {
+    if (id >= c->id_limit || c->index_of_id[id] == UINT32_MAX) {
+        snprintf(out, size, "id %u (not an object of the scene)", id);
+        return;
+    }
+    const scene *s = c->s;
+    uint32_t i = c->index_of_id[id];
+    if (s->is_sphere[i]) {
+        snprintf(out, size, "id %u = object %u, sphere centre (%.9g, %.9g, %.9g) radius %.9g", id,
+                 i, s->center[0][i], s->center[1][i], s->center[2][i], s->radius[i]);
+    } else {
+        snprintf(out, size, "id %u = object %u, box min (%.9g, %.9g, %.9g) max (%.9g, %.9g, %.9g)",
+                 id, i, s->min[0][i], s->min[1][i], s->min[2][i], s->max[0][i], s->max[1][i],
+                 s->max[2][i]);
+    }
+}
+
+/* The exact predicate the engine promises, from simd/overlap.h. */
+static int exact_overlap(const scene *s, size_t a, size_t b) {
+    int d = s->dimensions;
+    float amin[3], amax[3], bmin[3], bmax[3], ac[3], bc[3];
+    for (int k = 0; k < 3; k++) {
+        amin[k] = s->min[k][a], amax[k] = s->max[k][a], ac[k] = s->center[k][a];
+        bmin[k] = s->min[k][b], bmax[k] = s->max[k][b], bc[k] = s->center[k][b];
+    }
+    bool sa = s->is_sphere[a], sb = s->is_sphere[b];
+    if (!sa && !sb) return simd_pair_box_box(amin, amax, bmin, bmax, d);
+    if (sa && sb) return simd_pair_sphere_sphere(ac, s->radius[a], bc, s->radius[b], d);
+    if (sa) return simd_pair_box_sphere(bmin, bmax, ac, s->radius[a], d);
+    return simd_pair_box_sphere(amin, amax, bc, s->radius[b], d);
+}
+
+static void describe_pair(checker *c, size_t frame, const char *what, broadphase_pair p,
+                          const char *detail) {
+    char ta[256], tb[256];
+    object_text(c, p.a, ta, sizeof ta);
+    object_text(c, p.b, tb, sizeof tb);
+    int exact = -1;
+    if (p.a < c->id_limit && p.b < c->id_limit && c->index_of_id[p.a] != UINT32_MAX &&
+        c->index_of_id[p.b] != UINT32_MAX) {
+        exact = exact_overlap(c->s, c->index_of_id[p.a], c->index_of_id[p.b]);
+    }
+    snprintf(c->message, sizeof c->message,
+             "frame %zu: pair (%u, %u) %s%s\n  a: %s\n  b: %s\n  exact predicate: %s", frame, p.a,
+             p.b, what, detail, ta, tb,
+             exact < 0 ? "n/a"
+             : exact   ? "they overlap"
+                       : "they do not overlap");
+}
+
+/* The method's output must be sorted by (a, b), a < b, without repeats, whatever the check. */
+static bool check_order(checker *c, size_t frame, const broadphase_pairs *p) {
+    for (size_t i = 0; i < p->count; i++) {
+        broadphase_pair q = p->data[i];
+        if (q.a >= q.b) {
+            describe_pair(c, frame, "is not ordered a < b", q, "");
+            return false;
+        }
+        if (i > 0 && pair_order(p->data[i - 1], q) >= 0) {
+            describe_pair(c, frame,
+                          pair_order(p->data[i - 1], q) == 0 ? "is repeated" : "is out of order", q,
+                          "");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Both lists sorted; names the first pair present in only one of them. */
+static bool compare_lists(checker *c, size_t frame, const broadphase_pair *got, size_t got_count,
+                          const broadphase_pair *want, size_t want_count, const char *oracle) {
+    size_t i = 0, j = 0;
+    while (i < got_count || j < want_count) {
+        int order = i == got_count ? 1 : j == want_count ? -1 : pair_order(got[i], want[j]);
+        if (order == 0) {
+            i++, j++;
+            continue;
+        }
+        char detail[200];
+        snprintf(detail, sizeof detail, " (%s: %zu pairs, %s: %zu)", method_names[c->opt->method],
+                 got_count, oracle, want_count);
+        if (order < 0) {
+            describe_pair(c, frame, "is EXTRA: the method reports it, the oracle does not", got[i],
+                          detail);
+        } else {
+            describe_pair(c, frame, "is MISSING: the oracle reports it, the method does not",
+                          want[j], detail);
+        }
+        return false;
+    }
+    return true;
+}
+
+static uint32_t float_key(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* LSD radix sort of the small objects by min x: a qsort of a million objects every frame would
+ * cost more than the step it checks. */
+static void sort_by_min_x(checker *c) {
+    const scene *s = c->s;
+    double total = 0.0;
+    for (size_t i = 0; i < s->count; i++) total += (double)s->max[0][i] - (double)s->min[0][i];
+    double mean = s->count ? total / (double)s->count : 0.0;
+    c->small_count = c->big_count = 0;
+    c->max_small_extent = 0.0;
+    for (size_t i = 0; i < s->count; i++) {
+        double extent = (double)s->max[0][i] - (double)s->min[0][i];
+        if (extent > 4.0 * mean) {
+            c->big[c->big_count++] = (uint32_t)i;
+        } else {
+            c->order[c->small_count] = (uint32_t)i;
+            c->keys[c->small_count++] = float_key(s->min[0][i]);
+            if (extent > c->max_small_extent) c->max_small_extent = extent;
+        }
+    }
+    size_t n = c->small_count;
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((c->keys[i] >> shift) & 255) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) {
+            size_t at = count[(c->keys[i] >> shift) & 255]++;
+            c->keys_tmp[at] = c->keys[i];
+            c->order_tmp[at] = c->order[i];
+        }
+        uint32_t *t = c->keys;
+        c->keys = c->keys_tmp, c->keys_tmp = t;
+        t = c->order;
+        c->order = c->order_tmp, c->order_tmp = t;
+    }
+    /* Sorted copies of the bounds keep the sweep's rejections in contiguous memory. */
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < n; i++) {
+            c->sorted_min[k][i] = s->min[k][c->order[i]];
+            c->sorted_max[k][i] = s->max[k][c->order[i]];
+        }
+    }
+}
+
+static bool bounds_overlap(const scene *s, size_t a, size_t b) {
+    for (int k = 0; k < s->dimensions; k++) {
+        if (s->min[k][a] > s->max[k][b] || s->min[k][b] > s->max[k][a]) return false;
+    }
+    return true;
+}
+
+static bool oracle_partner(checker *c, uint32_t q, uint32_t j) {
+    if (j == q || !bounds_overlap(c->s, q, j) || !exact_overlap(c->s, q, j)) return true;
+    return pair_list_push(&c->want, c->ids[q], c->ids[j]);
+}
+
+/* Every pair involving one of K random objects, from the exact predicates (sphere bounds in
+ * the scene are rounded outwards, so the bounding-box prefilter never drops a true pair), against
+ * the method's pairs that involve those objects. */
+static int check_sampled(checker *c, size_t frame, const broadphase_pairs *got) {
+    const scene *s = c->s;
+    size_t k_count = c->opt->check_sample < s->count ? c->opt->check_sample : s->count;
+    uint64_t rng = c->opt->seed ^ (0xA5A5A5A5ull + frame * 0x9E3779B97F4A7C15ull);
+    size_t taken = 0;
+    while (taken < k_count) {
+        uint32_t i = (uint32_t)(scene_splitmix64(&rng) % s->count);
+        if (c->sampled[c->ids[i]]) continue;
+        c->sampled[c->ids[i]] = 1;
+        c->samples[taken++] = i;
+    }
+    sort_by_min_x(c);
+    c->want.count = c->got.count = 0;
+    bool ok = true;
+    for (size_t t = 0; t < k_count && ok; t++) {
+        uint32_t q = c->samples[t];
+        double lo = (double)s->min[0][q] - c->max_small_extent * (1.0 + 1e-6);
+        size_t first = 0, last = c->small_count;
+        while (first < last) {
+            size_t mid = first + (last - first) / 2;
+            if ((double)c->sorted_min[0][mid] < lo) {
+                first = mid + 1;
+            } else {
+                last = mid;
+            }
+        }
+        float qmin[3], qmax[3];
+        for (int k = 0; k < 3; k++) qmin[k] = s->min[k][q], qmax[k] = s->max[k][q];
+        for (size_t k = first; k < c->small_count && ok; k++) {
+            if (c->sorted_min[0][k] > qmax[0]) break;
+            bool apart = c->sorted_max[0][k] < qmin[0];
+            for (int d = 1; d < s->dimensions; d++) {
+                apart |= c->sorted_min[d][k] > qmax[d] || c->sorted_max[d][k] < qmin[d];
+            }
+            if (!apart) ok = oracle_partner(c, q, c->order[k]);
+        }
+        for (size_t k = 0; k < c->big_count && ok; k++) ok = oracle_partner(c, q, c->big[k]);
+    }
+    for (size_t i = 0; i < got->count && ok; i++) {
+        broadphase_pair p = got->data[i];
+        bool mine =
+            (p.a < c->id_limit && c->sampled[p.a]) || (p.b < c->id_limit && c->sampled[p.b]);
+        if (mine) ok = pair_list_push(&c->got, p.a, p.b);
+    }
+    for (size_t t = 0; t < k_count; t++) c->sampled[c->ids[c->samples[t]]] = 0;
+    if (!ok) {
+        snprintf(c->message, sizeof c->message, "frame %zu: out of memory in the sampled check",
+                 frame);
+        return 0;
+    }
+    /* A pair of two sampled objects was found from both ends. */
+    if (c->want.count) qsort(c->want.data, c->want.count, sizeof *c->want.data, cmp_pair);
+    size_t unique = 0;
+    for (size_t i = 0; i < c->want.count; i++) {
+        if (unique == 0 || pair_order(c->want.data[unique - 1], c->want.data[i]) != 0) {
+            c->want.data[unique++] = c->want.data[i];
+        }
+    }
+    c->want.count = unique;
+    return compare_lists(c, frame, c->got.data, c->got.count, c->want.data, c->want.count,
+                         "exact predicates on sampled objects");
+}
+
+static bool checker_init(checker *c, const options *o, const scene *s, const uint32_t *ids) {
+    memset(c, 0, sizeof *c);
+    c->opt = o;
+    c->s = s;
+    c->ids = ids;
+    for (size_t i = 0; i < s->count; i++) {
+        if ((size_t)ids[i] + 1 > c->id_limit) c->id_limit = (size_t)ids[i] + 1;
+    }
+    size_t n = s->count ? s->count : 1, ids_n = c->id_limit ? c->id_limit : 1;
+    c->index_of_id = malloc(ids_n * sizeof *c->index_of_id);
+    if (!c->index_of_id) return false;
+    for (size_t i = 0; i < ids_n; i++) c->index_of_id[i] = UINT32_MAX;
+    for (size_t i = 0; i < s->count; i++) c->index_of_id[ids[i]] = (uint32_t)i;
+    if (s->count <= o->check_full_limit) return true;
+    c->order = malloc(n * sizeof *c->order);
+    c->order_tmp = malloc(n * sizeof *c->order_tmp);
+    c->keys = malloc(n * sizeof *c->keys);
+    c->keys_tmp = malloc(n * sizeof *c->keys_tmp);
+    c->big = malloc(n * sizeof *c->big);
+    bool ok = true;
+    for (int k = 0; k < 3; k++) {
+        ok &= (c->sorted_min[k] = malloc(n * sizeof(float))) != NULL;
+        ok &= (c->sorted_max[k] = malloc(n * sizeof(float))) != NULL;
+    }
+    c->samples = malloc(n * sizeof *c->samples);
+    c->sampled = calloc(ids_n, 1);
+    return c->order && c->order_tmp && c->keys && c->keys_tmp && c->big && ok && c->samples &&
+           c->sampled;
+}
+
+static void checker_free(checker *c) {
+    free(c->index_of_id);
+    free(c->order);
+    free(c->order_tmp);
+    free(c->keys);
+    free(c->keys_tmp);
+    free(c->big);
+    for (int k = 0; k < 3; k++) {
+        free(c->sorted_min[k]);
+        free(c->sorted_max[k]);
+    }
+    free(c->samples);
+    free(c->sampled);
+    free(c->want.data);
+    free(c->got.data);
+}
+
+/* ---- the run --------------------------------------------------------------------------------- */
+
+typedef struct frame_times {
+    double *step, *move, *update, *search, *output, *check, *scratch;
+    size_t *pairs;
+} frame_times;
+
+static void progress(size_t done, size_t total, double elapsed_ms, bool final) {
+    static double last_draw = -1e9;
+    if (!final && elapsed_ms - last_draw < 100.0) return;
+    last_draw = elapsed_ms;
+    enum { width = 40 };
+    char bar[width + 1];
+    size_t filled = total ? done * width / total : width;
+    for (size_t i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\r[%s] %zu/%zu frames, %.1f s", bar, done, total, elapsed_ms * 1e-3);
+    if (final) fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static void print_series(const char *name, const double *v, size_t n, double *scratch) {
+    double median, min;
+    series_stats(v, n, scratch, &median, &min);
+    printf("  %-10s %12.3f %12.3f\n", name, median, min);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed) return parsed == 1 ? 0 : 2;
+
+    double t0 = now_ms();
+    scene s;
+    if (!scene_make(&s, o.scene, o.count, o.seed)) {
+        fprintf(stderr, "broadphase-run: out of memory building scene %s with %zu objects\n",
+                scene_name(o.scene), o.count);
+        return 1;
+    }
+    double scene_ms = now_ms() - t0;
+
+    broadphase_config cfg = broadphase_config_default(s.dimensions);
+    cfg.method = o.method;
+    cfg.update = o.update;
+    cfg.threads = o.threads;
+    if (o.leaf_size) cfg.leaf_size = o.leaf_size;
+    if (o.max_depth) cfg.max_depth = o.max_depth;
+    if (o.rebuild_threshold > 0.0f) cfg.rebuild_threshold = o.rebuild_threshold;
+    cfg.initial_capacity = o.count;
+
+    bool full_check = o.check && o.count <= o.check_full_limit;
+    bool sampled_check = o.check && !full_check;
+    int threads_shown = o.threads ? o.threads : cpu_count();
+    printf("broadphase-run: scene %s, n %zu, %dD, seed %llu, frames %zu\n", scene_name(o.scene),
+           o.count, s.dimensions, (unsigned long long)o.seed, o.frames);
+    printf("method %s, update %s, threads %d%s, leaf size %d, simd %s\n", method_names[o.method],
+           update_names[o.update], threads_shown, o.threads ? "" : " (all)", cfg.leaf_size,
+           broadphase_simd_level());
+    if (full_check) {
+        printf("check: every frame against a brute-force world\n");
+    } else if (sampled_check) {
+        printf("check: every frame, pairs of %zu random objects against exact predicates\n",
+               o.check_sample < o.count ? o.check_sample : o.count);
+    }
+
+    int exit_code = 1;
+    broadphase_world *w = NULL, *oracle = NULL;
+    uint32_t *ids = malloc((o.count ? o.count : 1) * sizeof *ids);
+    uint32_t *oracle_ids = full_check ? malloc((o.count ? o.count : 1) * sizeof *ids) : NULL;
+    frame_times ft = {0};
+    size_t nf = o.frames ? o.frames : 1;
+    ft.step = malloc(nf * sizeof(double));
+    ft.move = malloc(nf * sizeof(double));
+    ft.update = malloc(nf * sizeof(double));
+    ft.search = malloc(nf * sizeof(double));
+    ft.output = malloc(nf * sizeof(double));
+    ft.check = malloc(nf * sizeof(double));
+    ft.scratch = malloc(nf * sizeof(double));
+    ft.pairs = malloc(nf * sizeof(size_t));
+    checker chk = {0};
+    bool check_failed = false;
+    size_t frames_done = 0;
+    if (!ids || (full_check && !oracle_ids) || !ft.step || !ft.move || !ft.update || !ft.search ||
+        !ft.output || !ft.check || !ft.scratch || !ft.pairs) {
+        fprintf(stderr, "broadphase-run: out of memory\n");
+        goto done;
+    }
+
+    broadphase_status st = broadphase_create(&cfg, &w);
+    if (st != BROADPHASE_OK) {
+        api_error(NULL, "broadphase_create", SIZE_MAX, st);
+        goto done;
+    }
+    if (full_check) {
+        broadphase_config ocfg = cfg;
+        ocfg.method = BROADPHASE_METHOD_BRUTE_FORCE;
+        st = broadphase_create(&ocfg, &oracle);
+        if (st != BROADPHASE_OK) {
+            api_error(NULL, "broadphase_create (brute-force oracle)", SIZE_MAX, st);
+            goto done;
+        }
+    }
+    t0 = now_ms();
+    st = (broadphase_status)scene_add_to_world(&s, w, ids);
+    double add_ms = now_ms() - t0;
+    if (st != BROADPHASE_OK) {
+        api_error(w, "adding the scene", SIZE_MAX, st);
+        goto done;
+    }
+    if (full_check) {
+        st = (broadphase_status)scene_add_to_world(&s, oracle, oracle_ids);
+        if (st != BROADPHASE_OK) {
+            api_error(oracle, "adding the scene to the oracle", SIZE_MAX, st);
+            goto done;
+        }
+        if (memcmp(ids, oracle_ids, o.count * sizeof *ids) != 0) {
+            fprintf(stderr, "broadphase-run: check FAILED: the two worlds handed out different "
+                            "ids for the same objects\n");
+            check_failed = true;
+            goto done;
+        }
+    }
+    if (o.check && !checker_init(&chk, &o, &s, ids)) {
+        fprintf(stderr, "broadphase-run: out of memory for the check\n");
+        goto done;
+    }
+    printf("setup: scene %.1f ms, add %.1f ms\n", scene_ms, add_ms);
+
+    bool lines = !o.quiet && (o.frames <= RUNNER_PER_FRAME_LINES_MAX || o.verbose);
+    bool bar = !lines && isatty(fileno(stderr));
+    if (lines) {
+        printf("%6s %12s %10s %10s %10s %10s %10s\n", "frame", "pairs", "step ms", "update ms",
+               "search ms", "output ms", "move ms");
+    }
+    double run_start = now_ms();
+    for (size_t f = 0; f < o.frames; f++) {
+        double move_ms = 0.0;
+        /* Frame 0 steps the positions just added; later frames push every position again so
+         * that the update path runs even in static scenes. */
+        if (f > 0) {
+            scene_advance(&s);
+            t0 = now_ms();
+            st = (broadphase_status)scene_move_in_world(&s, w, ids);
+            move_ms = now_ms() - t0;
+            if (st != BROADPHASE_OK) {
+                api_error(w, "moving the scene", f, st);
+                goto done;
+            }
+        }
+        broadphase_pairs pairs;
+        t0 = now_ms();
+        st = broadphase_step(w, &pairs);
+        double step_ms = now_ms() - t0;
+        if (st != BROADPHASE_OK) {
+            api_error(w, "broadphase_step", f, st);
+            goto done;
+        }
+        broadphase_stats stats;
+        st = broadphase_get_stats(w, &stats);
+        if (st != BROADPHASE_OK) {
+            api_error(w, "broadphase_get_stats", f, st);
+            goto done;
+        }
+        ft.step[f] = step_ms;
+        ft.move[f] = move_ms;
+        ft.update[f] = stats.update_ms;
+        ft.search[f] = stats.search_ms;
+        ft.output[f] = stats.output_ms;
+        ft.pairs[f] = pairs.count;
+        frames_done = f + 1;
+        if (lines) {
+            printf("%6zu %12zu %10.3f %10.3f %10.3f %10.3f %10.3f\n", f, pairs.count, step_ms,
+                   stats.update_ms, stats.search_ms, stats.output_ms, move_ms);
+            fflush(stdout);
+        }
+
+        if (o.check) {
+            double check_start = now_ms();
+            bool ok = check_order(&chk, f, &pairs);
+            if (ok && full_check) {
+                if (f > 0) {
+                    st = (broadphase_status)scene_move_in_world(&s, oracle, oracle_ids);
+                    if (st != BROADPHASE_OK) {
+                        api_error(oracle, "moving the scene in the oracle", f, st);
+                        goto done;
+                    }
+                }
+                broadphase_pairs want;
+                st = broadphase_step(oracle, &want);
+                if (st != BROADPHASE_OK) {
+                    api_error(oracle, "broadphase_step (oracle)", f, st);
+                    goto done;
+                }
+                /* Both outputs are sorted, so equal sets are equal bytes. */
+                bool same = want.count == pairs.count &&
+                            (pairs.count == 0 ||
+                             memcmp(want.data, pairs.data, pairs.count * sizeof *pairs.data) == 0);
+                if (!same) {
+                    ok = false;
+                    snprintf(chk.message, sizeof chk.message, "frame %zu: outputs differ", f);
+                    compare_lists(&chk, f, pairs.data, pairs.count, want.data, want.count,
+                                  "brute force");
+                }
+            } else if (ok) {
+                ok = check_sampled(&chk, f, &pairs);
+            }
+            ft.check[f] = now_ms() - check_start;
+            if (!ok) {
+                if (bar) fprintf(stderr, "\n");
+                fprintf(stderr, "broadphase-run: check FAILED at %s\n", chk.message);
+                check_failed = true;
+                break;
+            }
+        }
+        if (bar) progress(f + 1, o.frames, now_ms() - run_start, f + 1 == o.frames);
+    }
+
+    broadphase_stats stats;
+    st = broadphase_get_stats(w, &stats);
+    if (st != BROADPHASE_OK) {
+        api_error(w, "broadphase_get_stats", SIZE_MAX, st);
+        goto done;
+    }
+    size_t n = frames_done;
+    printf("summary over %zu frames (ms)     median          min\n", n);
+    print_series("step", ft.step, n, ft.scratch);
+    print_series("update", ft.update, n, ft.scratch);
+    print_series("search", ft.search, n, ft.scratch);
+    print_series("output", ft.output, n, ft.scratch);
+    if (n > 1) print_series("move", ft.move + 1, n - 1, ft.scratch);
+    if (o.check && !check_failed) print_series("check", ft.check, n, ft.scratch);
+    if (n > 0) {
+        double median, min;
+        series_stats(ft.step, n, ft.scratch, &median, &min);
+        size_t first = ft.pairs[0], last = ft.pairs[n - 1];
+        qsort(ft.pairs, n, sizeof(size_t), cmp_size);
+        printf("pairs: first %zu, last %zu, median %zu\n", first, last, ft.pairs[n / 2]);
+        if (median > 0.0) {
+            printf("throughput: %.3g objects/s at the median step\n",
+                   (double)o.count / (median * 1e-3));
+        }
+    }
+    printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
+           (unsigned long long)stats.allocations);
+    printf("structure: %llu steps, %llu rebuilds, %llu refits", (unsigned long long)stats.steps,
+           (unsigned long long)stats.rebuilds, (unsigned long long)stats.refits);
+    if (stats.nodes) {
+        printf("; %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, quality %.3g",
+               stats.nodes, stats.leaves, stats.depth, stats.objects_in_internal_nodes,
+               (double)stats.quality);
+    }
+    printf("\n");
+    if (o.check) {
+        if (check_failed) {
+            printf("check: FAILED at %.*s (details on stderr)\n", (int)strcspn(chk.message, ":"),
+                   chk.message);
+        } else {
+            printf("check: OK (%zu frames, %s)\n", n, full_check ? "full" : "sampled");
+        }
+    }
+    exit_code = check_failed ? 1 : 0;
+
+done:
+    if (check_failed && exit_code != 1) exit_code = 1;
+    checker_free(&chk);
+    broadphase_destroy(w);
+    broadphase_destroy(oracle);
+    free(ids);
+    free(oracle_ids);
+    free(ft.step);
+    free(ft.move);
+    free(ft.update);
+    free(ft.search);
+    free(ft.output);
+    free(ft.check);
+    free(ft.scratch);
+    free(ft.pairs);
+    scene_free(&s);
+    return exit_code;
+}

@@ -37,7 +37,11 @@ typedef struct scene {
     float *center[3], *radius;
     float *velocity[3]; /* per frame, moving scenes only (NULL otherwise) */
     uint64_t frame;
+    float *half[3];     /* box half-extents per axis, moving scenes only (NULL otherwise) */
+    void *scratch;      /* gather buffers for mixed-shape scenes, owned by scenes.c */
 } scene;
+/* Sphere objects also carry their bounding box in min/max, rounded outwards so that it contains
+ * the exact sphere; in 2D scenes the z columns are all zero. */
 
 const char *scene_name(scene_kind kind);
 /* Name to kind ("uniform", "moving2d", ...); false when unknown. */

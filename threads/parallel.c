@@ -1,1 +1,477 @@
-/* placeholder */
+/* Parallel loops, task groups, per-worker scratch, prefix sums and the LSD radix sort, on
+ * OpenMP when THREADS_HAVE_OPENMP is set and serially on worker 0 otherwise. Work is always cut
+ * into pieces that do not depend on the worker count, so every result is the same for any count.
+ */
+#include "parallel.h"
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if THREADS_HAVE_OPENMP
+#include <omp.h>
+#else
+#include <unistd.h>
+#endif
+
+enum {
+    THREADS_MAX_WORKERS = 1024,
+    THREADS_CACHE_LINE = 64,
+    /* Below this many values a scan is memory-bound on one core; a fork/join does not pay. */
+    THREADS_SCAN_PARALLEL_MIN = 1 << 16,
+    /* Fixed so that the split (and thus the work each block does) ignores the worker count. */
+    THREADS_SCAN_BLOCKS = 64,
+    /* Digits wider than 11 bits make the per-block histograms outgrow L1/L2. */
+    THREADS_RADIX_MAX_DIGIT_BITS = 11,
+    THREADS_RADIX_MAX_BUCKETS = 1 << THREADS_RADIX_MAX_DIGIT_BITS,
+    THREADS_RADIX_MAX_BLOCKS = 64,
+    /* Blocks smaller than this scatter into runs too short to fill cache lines. */
+    THREADS_RADIX_MIN_BLOCK_KEYS = 1 << 14,
+    /* Insertion sort beats clearing and scanning a histogram for a handful of keys. */
+    THREADS_RADIX_INSERTION_MAX = 32,
+};
+
+static int threads_clamp_workers(int workers) {
+    if (workers < 1) return 1;
+    if (workers > THREADS_MAX_WORKERS) return THREADS_MAX_WORKERS;
+    return workers;
+}
+
+int threads_hardware_count(void) {
+#if THREADS_HAVE_OPENMP
+    return threads_clamp_workers(omp_get_num_procs());
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return threads_clamp_workers(n > THREADS_MAX_WORKERS ? THREADS_MAX_WORKERS : (int)n);
+#endif
+}
+
+int threads_resolve(int requested) {
+    if (requested == 0) return threads_hardware_count();
+    return threads_clamp_workers(requested);
+}
+
+int threads_worker_index(void) {
+#if THREADS_HAVE_OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* True when a call should run on the calling thread: one worker or one chunk is not worth a
+ * fork/join, and inside a running region a nested team would oversubscribe the cores, so nested
+ * calls run serially and report the caller's own worker index, which keeps per-worker scratch
+ * private to the thread that owns it. */
+static bool threads_run_inline(int workers, size_t chunk_count) {
+    if (workers <= 1 || chunk_count <= 1) return true;
+#if THREADS_HAVE_OPENMP
+    return omp_in_parallel() != 0;
+#else
+    return true;
+#endif
+}
+
+void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx) {
+    workers = threads_clamp_workers(workers);
+    if (threads_run_inline(workers, chunk_count)) {
+        int worker = threads_worker_index();
+        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+        return;
+    }
+#if THREADS_HAVE_OPENMP
+    int team = chunk_count < (size_t)workers ? (int)chunk_count : workers;
+#pragma omp parallel num_threads(team)
+    {
+        int worker = omp_get_thread_num();
+        /* Chunks vary in cost (tree jobs, clustered scenes), so they are claimed one at a time. */
+#pragma omp for schedule(dynamic, 1) nowait
+        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+    }
+#endif
+}
+
+typedef struct threads_ranges {
+    size_t count;
+    size_t grain;
+    threads_range_fn *fn;
+    void *ctx;
+} threads_ranges;
+
+static void threads_range_chunk(size_t chunk, int worker, void *ctx) {
+    const threads_ranges *r = ctx;
+    size_t begin = chunk * r->grain;
+    /* Written as a difference so that begin + grain cannot overflow near SIZE_MAX. */
+    size_t end = r->count - begin < r->grain ? r->count : begin + r->grain;
+    r->fn(begin, end, worker, r->ctx);
+}
+
+void threads_for_ranges(int workers, size_t count, size_t grain, threads_range_fn *fn, void *ctx) {
+    if (count == 0) return;
+    if (grain == 0) grain = 1;
+    threads_ranges r = {count, grain, fn, ctx};
+    size_t chunk_count = count / grain + (count % grain != 0);
+    threads_for_chunks(workers, chunk_count, threads_range_chunk, &r);
+}
+
+void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
+    workers = threads_clamp_workers(workers);
+    if (threads_run_inline(workers, 2)) {
+        /* Spawned tasks then run at once (serially) or join the enclosing team's task pool. */
+        root(ctx, threads_worker_index());
+        return;
+    }
+#if THREADS_HAVE_OPENMP
+#pragma omp parallel num_threads(workers)
+#pragma omp single
+    root(ctx, omp_get_thread_num());
+#endif
+}
+
+void threads_spawn(threads_task_fn *fn, void *ctx) {
+#if THREADS_HAVE_OPENMP
+    /* The worker index is read when the task runs: any idle worker may steal it. */
+#pragma omp task firstprivate(fn, ctx)
+    fn(ctx, omp_get_thread_num());
+#else
+    fn(ctx, 0);
+#endif
+}
+
+void threads_wait_children(void) {
+#if THREADS_HAVE_OPENMP
+#pragma omp taskwait
+#endif
+}
+
+/* ---- per-worker scratch ------------------------------------------------------------------ */
+
+/* The alignment pads each slot to a whole cache line: a worker bumping its own counter must not
+ * invalidate the line that holds a neighbour's pointer. */
+struct threads_scratch_slot {
+    alignas(THREADS_CACHE_LINE) unsigned char *data;
+    size_t capacity;
+    /* Kept per slot so that concurrent growth by different workers never writes shared data. */
+    uint64_t allocations;
+};
+
+static size_t threads_round_up_line(size_t bytes) {
+    if (bytes > SIZE_MAX - (THREADS_CACHE_LINE - 1)) return 0;
+    return (bytes + THREADS_CACHE_LINE - 1) & ~(size_t)(THREADS_CACHE_LINE - 1);
+}
+
+bool threads_scratch_reserve(threads_scratch *s, int workers) {
+    workers = threads_clamp_workers(workers);
+    if (workers <= s->count) return true;
+    struct threads_scratch_slot *slot =
+        aligned_alloc(THREADS_CACHE_LINE, (size_t)workers * sizeof *slot);
+    if (!slot) return false;
+    memset(slot, 0, (size_t)workers * sizeof *slot);
+    if (s->count > 0) memcpy(slot, s->slot, (size_t)s->count * sizeof *slot);
+    free(s->slot);
+    s->slot = slot;
+    s->count = workers;
+    /* The slot array counts as an allocation too, so steady-state checks see every malloc; it is
+     * charged to slot 0 because this runs outside parallel regions. */
+    slot[0].allocations++;
+    return true;
+}
+
+void *threads_scratch_get(threads_scratch *s, int worker, size_t bytes) {
+    assert(worker >= 0 && worker < s->count && "threads_scratch_reserve was not called");
+    if (worker < 0 || worker >= s->count) return NULL;
+    struct threads_scratch_slot *slot = &s->slot[worker];
+    if (bytes <= slot->capacity && slot->data) return slot->data;
+    size_t need = threads_round_up_line(bytes > 0 ? bytes : 1);
+    if (need == 0) return NULL;
+    /* Grow by 1.5x so that a slowly rising demand costs O(log n) allocations, not one a frame. */
+    size_t grown = slot->capacity + slot->capacity / 2;
+    size_t capacity = grown > need ? threads_round_up_line(grown) : need;
+    if (capacity == 0) capacity = need;
+    unsigned char *data = aligned_alloc(THREADS_CACHE_LINE, capacity);
+    if (!data) return NULL;
+    if (slot->data) {
+        memcpy(data, slot->data, slot->capacity);
+        free(slot->data);
+    }
+    slot->data = data;
+    slot->capacity = capacity;
+    slot->allocations++;
+    return data;
+}
+
+void threads_scratch_free(threads_scratch *s) {
+    for (int i = 0; i < s->count; i++) free(s->slot[i].data);
+    free(s->slot);
+    s->slot = NULL;
+    s->count = 0;
+}
+
+uint64_t threads_scratch_allocations(const threads_scratch *s) {
+    uint64_t total = 0;
+    for (int i = 0; i < s->count; i++) total += s->slot[i].allocations;
+    return total;
+}
+
+size_t threads_scratch_bytes(const threads_scratch *s) {
+    size_t total = 0;
+    for (int i = 0; i < s->count; i++) total += s->slot[i].capacity;
+    return total;
+}
+
+/* ---- exclusive scan ---------------------------------------------------------------------- */
+
+typedef struct threads_scan {
+    size_t *values;
+    size_t count;
+    size_t sums[THREADS_SCAN_BLOCKS];
+} threads_scan;
+
+static void threads_scan_block_range(const threads_scan *scan, size_t block, size_t *begin,
+                                     size_t *end) {
+    /* Computed in two parts so that block * count cannot overflow for huge arrays. */
+    size_t base = scan->count / THREADS_SCAN_BLOCKS, extra = scan->count % THREADS_SCAN_BLOCKS;
+    *begin = block * base + (block < extra ? block : extra);
+    *end = *begin + base + (block < extra);
+}
+
+static void threads_scan_sum(size_t block, int worker, void *ctx) {
+    (void)worker;
+    threads_scan *scan = ctx;
+    size_t begin, end, sum = 0;
+    threads_scan_block_range(scan, block, &begin, &end);
+    for (size_t i = begin; i < end; i++) sum += scan->values[i];
+    scan->sums[block] = sum;
+}
+
+static void threads_scan_apply(size_t block, int worker, void *ctx) {
+    (void)worker;
+    threads_scan *scan = ctx;
+    size_t begin, end, sum = scan->sums[block];
+    threads_scan_block_range(scan, block, &begin, &end);
+    for (size_t i = begin; i < end; i++) {
+        size_t v = scan->values[i];
+        scan->values[i] = sum;
+        sum += v;
+    }
+}
+
+size_t threads_exclusive_scan(int workers, size_t *values, size_t count) {
+    workers = threads_clamp_workers(workers);
+    if (count < THREADS_SCAN_PARALLEL_MIN || threads_run_inline(workers, THREADS_SCAN_BLOCKS)) {
+        size_t sum = 0;
+        for (size_t i = 0; i < count; i++) {
+            size_t v = values[i];
+            values[i] = sum;
+            sum += v;
+        }
+        return sum;
+    }
+    threads_scan scan = {.values = values, .count = count};
+    threads_for_chunks(workers, THREADS_SCAN_BLOCKS, threads_scan_sum, &scan);
+    size_t total = 0;
+    for (size_t b = 0; b < THREADS_SCAN_BLOCKS; b++) {
+        size_t v = scan.sums[b];
+        scan.sums[b] = total;
+        total += v;
+    }
+    threads_for_chunks(workers, THREADS_SCAN_BLOCKS, threads_scan_apply, &scan);
+    return total;
+}
+
+/* ---- radix sort -------------------------------------------------------------------------- */
+
+/* One pass of the sort: the keys are cut into `blocks` equal blocks; each block counts its
+ * digits into its own histogram row, the rows are turned into scatter offsets in (digit, block)
+ * order, and each block then scatters its keys in order, which keeps the sort stable. */
+typedef struct threads_radix_pass {
+    uint64_t *src;
+    uint64_t *dst;
+    size_t count;
+    size_t blocks;
+    size_t groups;     /* runs of consecutive blocks, one per worker */
+    size_t *hist;      /* blocks + 1 rows of row_stride counters */
+    size_t row_stride; /* buckets rounded up to a cache line of counters */
+    unsigned shift;
+    uint64_t mask; /* this pass's digit; the last may be narrower than the others */
+} threads_radix_pass;
+
+static void threads_radix_block_range(const threads_radix_pass *p, size_t block, size_t *begin,
+                                      size_t *end) {
+    size_t base = p->count / p->blocks, extra = p->count % p->blocks;
+    *begin = block * base + (block < extra ? block : extra);
+    *end = *begin + base + (block < extra);
+}
+
+static void threads_radix_count_block(const threads_radix_pass *p, size_t block) {
+    size_t *row = p->hist + block * p->row_stride;
+    memset(row, 0, (size_t)(p->mask + 1) * sizeof *row);
+    size_t begin, end;
+    threads_radix_block_range(p, block, &begin, &end);
+    const uint64_t *src = p->src;
+    unsigned shift = p->shift;
+    uint64_t mask = p->mask;
+    for (size_t i = begin; i < end; i++) row[(src[i] >> shift) & mask]++;
+}
+
+static void threads_radix_scatter_block(const threads_radix_pass *p, size_t block) {
+    size_t *offset = p->hist + block * p->row_stride;
+    size_t begin, end;
+    threads_radix_block_range(p, block, &begin, &end);
+    const uint64_t *src = p->src;
+    uint64_t *dst = p->dst;
+    unsigned shift = p->shift;
+    uint64_t mask = p->mask;
+    for (size_t i = begin; i < end; i++) {
+        uint64_t key = src[i];
+        dst[offset[(key >> shift) & mask]++] = key;
+    }
+}
+
+/* Blocks next to each other write next to each other in every bucket; run concurrently they
+ * would share the cache lines at the seams of every bucket, so each worker takes a run of
+ * consecutive blocks instead. Only the schedule depends on the worker count, not the blocks. */
+static void threads_radix_group_range(const threads_radix_pass *p, size_t group, size_t *first,
+                                      size_t *last) {
+    *first = group * p->blocks / p->groups;
+    *last = (group + 1) * p->blocks / p->groups;
+}
+
+static void threads_radix_count(size_t group, int worker, void *ctx) {
+    (void)worker;
+    const threads_radix_pass *p = ctx;
+    size_t first, last;
+    threads_radix_group_range(p, group, &first, &last);
+    for (size_t block = first; block < last; block++) threads_radix_count_block(p, block);
+}
+
+static void threads_radix_scatter(size_t group, int worker, void *ctx) {
+    (void)worker;
+    const threads_radix_pass *p = ctx;
+    size_t first, last;
+    threads_radix_group_range(p, group, &first, &last);
+    for (size_t block = first; block < last; block++) threads_radix_scatter_block(p, block);
+}
+
+/* Turns the per-block counts into exclusive offsets, digit-major then block, so that block b's
+ * keys of a digit land after those of blocks < b. Both sweeps walk the rows in memory order: a
+ * column walk strides by a whole row per step and cost more than the scatter itself. Returns
+ * false when every key has the same digit: the pass would copy the keys unchanged and is
+ * skipped. */
+static bool threads_radix_offsets(threads_radix_pass *p) {
+    size_t buckets = (size_t)p->mask + 1;
+    size_t *next = p->hist + p->blocks * p->row_stride; /* the spare row after the blocks' */
+    memset(next, 0, buckets * sizeof *next);
+    for (size_t b = 0; b < p->blocks; b++) {
+        const size_t *row = p->hist + b * p->row_stride;
+        for (size_t d = 0; d < buckets; d++) next[d] += row[d];
+    }
+    size_t sum = 0;
+    for (size_t d = 0; d < buckets; d++) {
+        size_t total = next[d];
+        if (total == p->count) return false;
+        next[d] = sum;
+        sum += total;
+    }
+    for (size_t b = 0; b < p->blocks; b++) {
+        size_t *row = p->hist + b * p->row_stride;
+        for (size_t d = 0; d < buckets; d++) {
+            size_t c = row[d];
+            row[d] = next[d];
+            next[d] += c;
+        }
+    }
+    return true;
+}
+
+/* The digit plan: as few passes as possible of at most 11 bits, the bits spread evenly so that
+ * no pass pays for a histogram much larger than its share (40 bits: 4 passes of 10). */
+static unsigned threads_radix_digit_bits(int key_bits) {
+    unsigned bits = (unsigned)key_bits;
+    unsigned passes = (bits + THREADS_RADIX_MAX_DIGIT_BITS - 1) / THREADS_RADIX_MAX_DIGIT_BITS;
+    return (bits + passes - 1) / passes;
+}
+
+static size_t threads_radix_blocks(size_t count) {
+    size_t blocks = count / THREADS_RADIX_MIN_BLOCK_KEYS;
+    if (blocks < 1) return 1;
+    return blocks > THREADS_RADIX_MAX_BLOCKS ? THREADS_RADIX_MAX_BLOCKS : blocks;
+}
+
+size_t threads_radix_scratch_size(int workers) {
+    /* The block count depends only on the key count, so workers does not change the size. */
+    (void)workers;
+    /* One row per block plus a spare row for the running offsets. */
+    return (size_t)(THREADS_RADIX_MAX_BLOCKS + 1) * THREADS_RADIX_MAX_BUCKETS * sizeof(size_t);
+}
+
+static void threads_insertion_sort(uint64_t *keys, size_t count, uint64_t key_mask) {
+    for (size_t i = 1; i < count; i++) {
+        uint64_t key = keys[i];
+        size_t j = i;
+        /* Strictly greater keeps equal keys in their order, as the radix passes do. */
+        while (j > 0 && (keys[j - 1] & key_mask) > (key & key_mask)) {
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        keys[j] = key;
+    }
+}
+
+typedef struct threads_copy {
+    uint64_t *dst;
+    const uint64_t *src;
+} threads_copy;
+
+static void threads_copy_range(size_t begin, size_t end, int worker, void *ctx) {
+    (void)worker;
+    const threads_copy *c = ctx;
+    memcpy(c->dst + begin, c->src + begin, (end - begin) * sizeof *c->dst);
+}
+
+void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
+                            void *hist_scratch) {
+    if (count <= 1 || key_bits <= 0) return;
+    if (key_bits > 64) key_bits = 64;
+    uint64_t key_mask = key_bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << key_bits) - 1;
+    if (count <= THREADS_RADIX_INSERTION_MAX) {
+        threads_insertion_sort(keys, count, key_mask);
+        return;
+    }
+    assert(tmp && hist_scratch);
+    workers = threads_clamp_workers(workers);
+    size_t blocks = threads_radix_blocks(count);
+    unsigned digit_bits = threads_radix_digit_bits(key_bits);
+    size_t buckets = (size_t)1 << digit_bits;
+    threads_radix_pass p = {
+        .src = keys,
+        .dst = tmp,
+        .count = count,
+        .blocks = blocks,
+        .groups = (size_t)workers < blocks ? (size_t)workers : blocks,
+        .hist = hist_scratch,
+        /* Whole cache lines per row (given line-aligned scratch), so that neighbouring blocks
+         * never share a counter line. */
+        .row_stride = (buckets + 7) & ~(size_t)7,
+    };
+    for (unsigned shift = 0; shift < (unsigned)key_bits; shift += digit_bits) {
+        unsigned bits =
+            (unsigned)key_bits - shift < digit_bits ? (unsigned)key_bits - shift : digit_bits;
+        p.shift = shift;
+        p.mask = ((uint64_t)1 << bits) - 1;
+        threads_for_chunks(workers, p.groups, threads_radix_count, &p);
+        if (!threads_radix_offsets(&p)) continue;
+        threads_for_chunks(workers, p.groups, threads_radix_scatter, &p);
+        uint64_t *sorted = p.dst;
+        p.dst = p.src;
+        p.src = sorted;
+    }
+    if (p.src != keys) {
+        /* An odd number of passes moved the keys: bring them home in parallel, since the copy
+         * is as much memory traffic as a pass. */
+        threads_copy c = {keys, tmp};
+        threads_for_ranges(workers, count, (count + p.blocks - 1) / p.blocks, threads_copy_range,
+                           &c);
+    }
+}

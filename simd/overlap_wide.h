@@ -1,0 +1,50 @@
+/* Internal to simd/ and its tests: the wide kernels that overlap_wide.c defines once per compiled
+ * variant (avx2, baseline), and the kernel tables that the dispatcher in overlap.c picks from.
+ * No SIMD type appears here. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "overlap.h"
+
+/* Declared for every variant so that both overlap.c and overlap_wide.c see one prototype; only
+ * the compiled variants are defined (SIMD_HAVE_AVX2 / SIMD_HAVE_BASELINE tell overlap.c which). */
+#define SIMD_WIDE_DECLARE(variant)                                                                 \
+    size_t simd_box_vs_boxes_##variant(const float qmin[3], const float qmax[3],                   \
+                                       const simd_boxes *boxes, size_t begin, size_t end,          \
+                                       int dims, uint32_t *hits);                                  \
+    size_t simd_sphere_vs_spheres_##variant(const float qc[3], float qr,                           \
+                                            const simd_spheres *spheres, const uint32_t *ids,      \
+                                            size_t count, int dims, uint32_t *out);                \
+    size_t simd_sphere_vs_boxes_##variant(const float qc[3], float qr, const simd_boxes *boxes,    \
+                                          const uint32_t *ids, size_t count, int dims,             \
+                                          uint32_t *out);                                          \
+    size_t simd_box_vs_spheres_##variant(const float qmin[3], const float qmax[3],                 \
+                                         const simd_spheres *spheres, const uint32_t *ids,         \
+                                         size_t count, int dims, uint32_t *out);
+
+SIMD_WIDE_DECLARE(avx2)
+SIMD_WIDE_DECLARE(baseline)
+
+/* One row per level: the four one-vs-many kernels, same signatures as in overlap.h. */
+typedef struct simd_kernels {
+    const char *level;
+    size_t (*box_vs_boxes)(const float qmin[3], const float qmax[3], const simd_boxes *boxes,
+                           size_t begin, size_t end, int dims, uint32_t *hits);
+    size_t (*sphere_vs_spheres)(const float qc[3], float qr, const simd_spheres *spheres,
+                                const uint32_t *ids, size_t count, int dims, uint32_t *out);
+    size_t (*sphere_vs_boxes)(const float qc[3], float qr, const simd_boxes *boxes,
+                              const uint32_t *ids, size_t count, int dims, uint32_t *out);
+    size_t (*box_vs_spheres)(const float qmin[3], const float qmax[3], const simd_spheres *spheres,
+                             const uint32_t *ids, size_t count, int dims, uint32_t *out);
+} simd_kernels;
+
+/* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or
+ * this CPU cannot run it. Lets tests run every variant in one process, whatever was dispatched. */
+const simd_kernels *simd_kernels_for(const char *level);
+
+/* The table the dispatcher picks for an override request (the BROADPHASE_SIMD environment
+ * variable, or NULL): the requested level when available, else the best available one. Pure, so
+ * tests can check the override without depending on the once-per-process choice. */
+const simd_kernels *simd_kernels_choose(const char *request);

@@ -1,0 +1,113 @@
+/* Shared by the oracle tests: worlds built from scenes, a naive reference that tests every pair
+ * with the single-pair predicates (no SIMD kernel, no threads, no tree), and pair-list
+ * comparison that names the first difference. */
+#pragma once
+
+#include "broadphase.h"
+#include "overlap.h"
+#include "scenes.h"
+#include "test.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pair_list {
+    broadphase_pair *data;
+    size_t count, capacity;
+} pair_list;
+
+static inline void pair_list_push(pair_list *l, uint32_t a, uint32_t b) {
+    if (l->count == l->capacity) {
+        l->capacity = l->capacity ? l->capacity * 2 : 1024;
+        l->data = realloc(l->data, l->capacity * sizeof *l->data);
+    }
+    l->data[l->count].a = a < b ? a : b;
+    l->data[l->count].b = a < b ? b : a;
+    l->count++;
+}
+
+static inline int pair_compare(const void *x, const void *y) {
+    const broadphase_pair *p = x, *q = y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+/* Object i of the scene as the predicates see it. */
+static inline void scene_object(const scene *s, size_t i, float mn[3], float mx[3], float c[3],
+                                float *r) {
+    for (int k = 0; k < 3; k++) {
+        bool used = k < s->dimensions;
+        mn[k] = used && s->min[k] ? s->min[k][i] : 0.0f;
+        mx[k] = used && s->max[k] ? s->max[k][i] : 0.0f;
+        c[k] = used && s->center[k] ? s->center[k][i] : 0.0f;
+    }
+    *r = s->radius ? s->radius[i] : 0.0f;
+}
+
+/* Every pair of the scene's objects that overlap, as sorted (id, id) pairs. */
+static inline void naive_pairs(const scene *s, const uint32_t *ids, pair_list *out) {
+    out->count = 0;
+    int d = s->dimensions;
+    for (size_t i = 0; i < s->count; i++) {
+        float amin[3], amax[3], ac[3], ar;
+        scene_object(s, i, amin, amax, ac, &ar);
+        for (size_t j = i + 1; j < s->count; j++) {
+            float bmin[3], bmax[3], bc[3], br;
+            scene_object(s, j, bmin, bmax, bc, &br);
+            int hit;
+            if (!s->is_sphere[i] && !s->is_sphere[j])
+                hit = simd_pair_box_box(amin, amax, bmin, bmax, d);
+            else if (s->is_sphere[i] && s->is_sphere[j])
+                hit = simd_pair_sphere_sphere(ac, ar, bc, br, d);
+            else if (s->is_sphere[i])
+                hit = simd_pair_box_sphere(bmin, bmax, ac, ar, d);
+            else
+                hit = simd_pair_box_sphere(amin, amax, bc, br, d);
+            if (hit) pair_list_push(out, ids[i], ids[j]);
+        }
+    }
+    qsort(out->data, out->count, sizeof *out->data, pair_compare);
+}
+
+/* True when equal; otherwise reports the first difference (missing from or extra in `got`). */
+static inline bool pairs_equal(const broadphase_pair *want, size_t want_count,
+                               const broadphase_pair *got, size_t got_count, const char *what) {
+    size_t i = 0, j = 0;
+    while (i < want_count || j < got_count) {
+        int c = i == want_count ? 1 : j == got_count ? -1 : pair_compare(&want[i], &got[j]);
+        if (c == 0) {
+            i++;
+            j++;
+            continue;
+        }
+        const broadphase_pair *p = c < 0 ? &want[i] : &got[j];
+        fprintf(stderr, "%s: pair (%u, %u) %s (expected %zu pairs, got %zu) [%s]\n", what, p->a,
+                p->b, c < 0 ? "missing" : "extra", want_count, got_count, test_context);
+        return false;
+    }
+    return true;
+}
+
+static inline broadphase_world *make_world(int dims, broadphase_method method,
+                                           broadphase_update_policy update, int threads) {
+    broadphase_config c = broadphase_config_default(dims);
+    c.method = method;
+    c.update = update;
+    c.threads = threads;
+    broadphase_world *w = NULL;
+    if (broadphase_create(&c, &w) != BROADPHASE_OK) return NULL;
+    return w;
+}
+
+static inline broadphase_pairs step_ok(broadphase_world *w) {
+    broadphase_pairs p = {NULL, 0};
+    broadphase_status s = broadphase_step(w, &p);
+    if (s != BROADPHASE_OK) {
+        test_failures++;
+        fprintf(stderr, "step failed: %s [%s]\n", broadphase_status_string(s), test_context);
+    }
+    return p;
+}
+
+static const char *const policy_names[] = {"auto", "rebuild", "refit"};

@@ -1,0 +1,774 @@
+/* Tests for simd/: every compiled kernel variant (and the dispatched one) against its scalar twin
+ * and against a naive loop over the single-pair predicates, bit for bit, on random ranges and id
+ * lists, and on hand-computed edge cases: touching, zero size, huge and tiny coordinates. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "overlap.h"
+#include "overlap_wide.h"
+#include "test.h"
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t rng_below(uint64_t *state, uint32_t n) {
+    return (uint32_t)(rng_next(state) % n);
+}
+
+/* Coordinates in one of several styles, so that random data hits exact ties (small grid), plain
+ * floats, and a wide spread of exponents (where float squares would overflow or underflow). */
+enum { STYLE_GRID, STYLE_UNIT, STYLE_WIDE, STYLE_COUNT };
+
+static float rng_coord(uint64_t *state, int style) {
+    switch (style) {
+    case STYLE_GRID:
+        return (float)rng_below(state, 17) * 0.5f - 4.0f;
+    case STYLE_UNIT:
+        return (float)((double)(rng_next(state) >> 11) * 0x1p-53 * 4.0 - 2.0);
+    default: {
+        float m = (float)((double)(rng_next(state) >> 11) * 0x1p-53 + 0.5);
+        int e = (int)rng_below(state, 2 * 36 + 1) - 36;
+        return ldexpf(rng_below(state, 2) ? -m : m, e * 3);
+    }
+    }
+}
+
+/* A non-negative length in the same style: a box extent or a radius. */
+static float rng_length(uint64_t *state, int style) {
+    if (rng_below(state, 8) == 0) return 0.0f;
+    return fabsf(rng_coord(state, style));
+}
+
+static float *column_new(size_t n) {
+    float *c = malloc(n ? n * sizeof *c : 1);
+    if (!c) abort();
+    return c;
+}
+
+/* Box columns allocated to exactly `n` entries, so that AddressSanitizer catches any read past
+ * the SIMD_PAD that the kernels are allowed. The z columns are NULL in 2D. */
+typedef struct box_set {
+    simd_boxes cols;
+    float *min[3], *max[3];
+    size_t n;
+} box_set;
+
+static void box_set_init(box_set *b, size_t n, int dims) {
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    for (int k = 0; k < dims; k++) {
+        b->cols.min[k] = b->min[k] = column_new(n);
+        b->cols.max[k] = b->max[k] = column_new(n);
+    }
+}
+
+static void box_set_free(box_set *b) {
+    for (int k = 0; k < 3; k++) {
+        free(b->min[k]);
+        free(b->max[k]);
+    }
+}
+
+static void box_set_sentinel(box_set *b, size_t i, int dims) {
+    for (int k = 0; k < dims; k++) {
+        b->min[k][i] = INFINITY;
+        b->max[k][i] = -INFINITY;
+    }
+}
+
+static void box_set_put(box_set *b, size_t i, const float mn[3], const float mx[3], int dims) {
+    for (int k = 0; k < dims; k++) {
+        b->min[k][i] = mn[k];
+        b->max[k][i] = mx[k];
+    }
+}
+
+static void box_get(const box_set *b, size_t i, int dims, float mn[3], float mx[3]) {
+    for (int k = 0; k < 3; k++) {
+        mn[k] = k < dims ? b->min[k][i] : 0.0f;
+        mx[k] = k < dims ? b->max[k][i] : 0.0f;
+    }
+}
+
+static void rng_box(uint64_t *state, int style, float mn[3], float mx[3]) {
+    for (int k = 0; k < 3; k++) {
+        mn[k] = rng_coord(state, style);
+        mx[k] = mn[k] + rng_length(state, style);
+        if (!(mx[k] >= mn[k]) || isinf(mx[k])) mx[k] = mn[k];
+    }
+}
+
+typedef struct sphere_set {
+    simd_spheres cols;
+    float *c[3], *r;
+    size_t n;
+} sphere_set;
+
+static void sphere_set_init(sphere_set *s, size_t n, int dims) {
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    for (int k = 0; k < dims; k++) s->cols.c[k] = s->c[k] = column_new(n);
+    s->cols.r = s->r = column_new(n);
+}
+
+static void sphere_set_free(sphere_set *s) {
+    for (int k = 0; k < 3; k++) free(s->c[k]);
+    free(s->r);
+}
+
+static void sphere_set_put(sphere_set *s, size_t i, const float c[3], float r, int dims) {
+    for (int k = 0; k < dims; k++) s->c[k][i] = c[k];
+    s->r[i] = r;
+}
+
+static void sphere_get(const sphere_set *s, size_t i, int dims, float c[3], float *r) {
+    for (int k = 0; k < 3; k++) c[k] = k < dims ? s->c[k][i] : 0.0f;
+    *r = s->r[i];
+}
+
+static uint32_t *ids_new(size_t n) {
+    uint32_t *p = malloc(n ? n * sizeof *p : 1);
+    if (!p) abort();
+    return p;
+}
+
+/* The kernel variants under test: each compiled one this CPU runs, plus the dispatched entry
+ * points (whatever simd_level() says) so that the dispatch itself is covered. */
+enum { VARIANT_AVX2, VARIANT_BASELINE, VARIANT_SCALAR, VARIANT_DISPATCH, VARIANT_COUNT };
+static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "scalar", "dispatch"};
+static const simd_kernels dispatch_kernels = {"dispatch", simd_box_vs_boxes, simd_sphere_vs_spheres,
+                                              simd_sphere_vs_boxes, simd_box_vs_spheres};
+
+static const simd_kernels *variant(int v) {
+    return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
+}
+
+static int same_ids(const uint32_t *a, size_t na, const uint32_t *b, size_t nb) {
+    return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------ */
+
+TEST(dispatch_levels) {
+    const char *level = simd_level();
+    CHECK(strcmp(level, "avx2") == 0 || strcmp(level, "baseline") == 0 ||
+          strcmp(level, "scalar") == 0);
+    CHECK(simd_kernels_for(level) != NULL);
+    CHECK(strcmp(simd_kernels_choose(getenv("BROADPHASE_SIMD"))->level, level) == 0);
+    CHECK(strcmp(simd_level(), level) == 0); /* chosen once */
+
+    /* Overrides: an available level wins; anything else falls back to the best one. */
+    const simd_kernels *best = simd_kernels_choose(NULL);
+    CHECK(strcmp(simd_kernels_choose("scalar")->level, "scalar") == 0);
+    CHECK(simd_kernels_choose("no-such-level") == best);
+    CHECK(simd_kernels_for("no-such-level") == NULL);
+    for (int v = 0; v < VARIANT_SCALAR; v++) {
+        const simd_kernels *k = simd_kernels_for(variant_names[v]);
+        CHECK(simd_kernels_choose(variant_names[v]) == (k ? k : best));
+    }
+    if (simd_kernels_for("avx2"))
+        CHECK(strcmp(best->level, "avx2") == 0);
+    else if (simd_kernels_for("baseline"))
+        CHECK(strcmp(best->level, "baseline") == 0);
+    else
+        CHECK(strcmp(best->level, "scalar") == 0);
+
+    printf("simd level %s; variants tested:", level);
+    for (int v = 0; v < VARIANT_COUNT; v++)
+        if (variant(v)) printf(" %s", variant_names[v]);
+    printf("\n");
+}
+
+/* ---- box-box ------------------------------------------------------------------------------- */
+
+/* Every variant on [begin, end) of b, against a naive loop over simd_pair_box_box. */
+static void check_box_range(const float qmin[3], const float qmax[3], const box_set *b,
+                            size_t begin, size_t end, int dims) {
+    size_t len = end - begin;
+    uint32_t *expect = ids_new(len);
+    size_t expect_count = 0;
+    for (size_t i = begin; i < end; i++) {
+        float mn[3], mx[3];
+        box_get(b, i, dims, mn, mx);
+        if (simd_pair_box_box(qmin, qmax, mn, mx, dims)) expect[expect_count++] = (uint32_t)i;
+    }
+    uint32_t *hits = ids_new(len + SIMD_PAD);
+    for (int v = 0; v < VARIANT_COUNT; v++) {
+        const simd_kernels *k = variant(v);
+        if (!k) continue;
+        size_t count = k->box_vs_boxes(qmin, qmax, &b->cols, begin, end, dims, hits);
+        if (!same_ids(hits, count, expect, expect_count)) {
+            CHECK(same_ids(hits, count, expect, expect_count));
+            fprintf(stderr, "  %s: box_vs_boxes [%zu, %zu) gave %zu hits, expected %zu\n",
+                    variant_names[v], begin, end, count, expect_count);
+        }
+    }
+    free(hits);
+    free(expect);
+}
+
+TEST(box_vs_boxes_random) {
+    int failures_before = test_failures;
+    long long hits_seen = 0, tests = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 7919 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            for (size_t len = 0; len <= 40; len++) {
+                TEST_CONTEXT("seed %llu dims %d style %d len %zu", (unsigned long long)seed, dims,
+                             style, len);
+                size_t begin = rng_below(&state, 13);
+                size_t end = begin + len;
+                box_set b;
+                box_set_init(&b, end + SIMD_PAD, dims);
+                /* Past end: real boxes (a sub-range of a longer array) or world sentinels. */
+                int sentinel_tail = rng_below(&state, 2);
+                for (size_t i = 0; i < b.n; i++) {
+                    float mn[3], mx[3];
+                    rng_box(&state, style, mn, mx);
+                    if (i >= end && sentinel_tail)
+                        box_set_sentinel(&b, i, dims);
+                    else
+                        box_set_put(&b, i, mn, mx, dims);
+                }
+                /* A larger query, so that masks with many lanes set are common too. */
+                float qmin[3], qmax[3];
+                rng_box(&state, style, qmin, qmax);
+                for (int k = 0; k < 3; k++) qmax[k] += 2.0f * (qmax[k] - qmin[k]);
+                check_box_range(qmin, qmax, &b, begin, end, dims);
+                for (size_t i = begin; i < end; i++) {
+                    float mn[3], mx[3];
+                    box_get(&b, i, dims, mn, mx);
+                    hits_seen += simd_pair_box_box(qmin, qmax, mn, mx, dims);
+                    tests++;
+                }
+                box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    /* The data must exercise both outcomes, or the comparison proves little. */
+    printf("box_vs_boxes_random: %lld of %lld overlap\n", hits_seen, tests);
+    CHECK(hits_seen > tests / 10);
+    CHECK(hits_seen < tests - tests / 10);
+}
+
+/* One box against one query, expected outcome given per dims. The box is placed at every lane
+ * of a sentinel-filled array and at both ends of ranges, so each lane and the tail mask see it. */
+static void check_box_case(const float qmin[3], const float qmax[3], const float mn[3],
+                           const float mx[3], int expect2, int expect3) {
+    for (int dims = 2; dims <= 3; dims++) {
+        int expect = dims == 2 ? expect2 : expect3;
+        CHECK_EQ_INT(simd_pair_box_box(qmin, qmax, mn, mx, dims), expect);
+        CHECK_EQ_INT(simd_pair_box_box(mn, mx, qmin, qmax, dims), expect); /* symmetric */
+        box_set b;
+        box_set_init(&b, 24 + SIMD_PAD, dims);
+        for (size_t at = 0; at < 24; at++) {
+            for (size_t i = 0; i < b.n; i++) box_set_sentinel(&b, i, dims);
+            box_set_put(&b, at, mn, mx, dims);
+            check_box_range(qmin, qmax, &b, 0, 24, dims);
+            check_box_range(qmin, qmax, &b, at, at + 1, dims);
+            check_box_range(qmin, qmax, &b, at > 5 ? at - 5 : 0, at + 1, dims);
+            if (at > 0) check_box_range(qmin, qmax, &b, at - 1, at, dims); /* must not see it */
+        }
+        box_set_free(&b);
+    }
+}
+
+TEST(box_vs_boxes_edges) {
+    const float unit_lo[3] = {0, 0, 0}, unit_hi[3] = {1, 1, 1};
+    const float above1 = nextafterf(1.0f, 2.0f);
+    TEST_CONTEXT("touching corner");
+    check_box_case(unit_lo, unit_hi, (const float[3]){1, 1, 1}, (const float[3]){2, 2, 2}, 1, 1);
+    TEST_CONTEXT("touching face, zero thickness");
+    check_box_case(unit_lo, unit_hi, (const float[3]){-1, 0, 0.5f}, (const float[3]){0, 1, 0.5f}, 1,
+                   1);
+    TEST_CONTEXT("one ulp apart");
+    check_box_case(unit_lo, unit_hi, (const float[3]){above1, 0, 0}, (const float[3]){2, 1, 1}, 0,
+                   0);
+    TEST_CONTEXT("point inside, point on corner");
+    check_box_case(unit_lo, unit_hi, (const float[3]){0.5f, 0.5f, 0.5f},
+                   (const float[3]){0.5f, 0.5f, 0.5f}, 1, 1);
+    check_box_case(unit_lo, unit_hi, (const float[3]){1, 0, 1}, (const float[3]){1, 0, 1}, 1, 1);
+    TEST_CONTEXT("zero-size query");
+    check_box_case((const float[3]){1, 1, 1}, (const float[3]){1, 1, 1}, (const float[3]){1, 1, 1},
+                   (const float[3]){2, 2, 2}, 1, 1);
+    check_box_case((const float[3]){1, 1, 1}, (const float[3]){1, 1, 1},
+                   (const float[3]){above1, 1, 1}, (const float[3]){2, 2, 2}, 0, 0);
+    TEST_CONTEXT("z decides: 2D ignores it");
+    check_box_case(unit_lo, unit_hi, (const float[3]){0, 0, 2}, (const float[3]){1, 1, 3}, 1, 0);
+    TEST_CONTEXT("whole float range");
+    check_box_case(unit_lo, unit_hi, (const float[3]){-FLT_MAX, -FLT_MAX, -FLT_MAX},
+                   (const float[3]){FLT_MAX, FLT_MAX, FLT_MAX}, 1, 1);
+    TEST_CONTEXT("sentinel box");
+    check_box_case(unit_lo, unit_hi, (const float[3]){INFINITY, INFINITY, INFINITY},
+                   (const float[3]){-INFINITY, -INFINITY, -INFINITY}, 0, 0);
+    check_box_case((const float[3]){-FLT_MAX, -FLT_MAX, -FLT_MAX},
+                   (const float[3]){FLT_MAX, FLT_MAX, FLT_MAX},
+                   (const float[3]){INFINITY, INFINITY, INFINITY},
+                   (const float[3]){-INFINITY, -INFINITY, -INFINITY}, 0, 0);
+    TEST_CONTEXT("huge coordinates");
+    const float h = 1e30f, h2 = 2e30f, h3 = 3e30f;
+    check_box_case((const float[3]){h, h, h}, (const float[3]){h2, h2, h2},
+                   (const float[3]){h2, h, h}, (const float[3]){h3, h2, h2}, 1, 1);
+    check_box_case((const float[3]){h, h, h}, (const float[3]){h2, h2, h2},
+                   (const float[3]){nextafterf(h2, INFINITY), h, h}, (const float[3]){h3, h2, h2},
+                   0, 0);
+    check_box_case(unit_lo, unit_hi, (const float[3]){h, 0, 0}, (const float[3]){h2, 1, 1}, 0, 0);
+    TEST_CONTEXT("tiny coordinates");
+    const float t = 1e-30f, t2 = 2e-30f, t3 = 3e-30f;
+    check_box_case((const float[3]){t, t, t}, (const float[3]){t2, t2, t2},
+                   (const float[3]){t2, t, t}, (const float[3]){t3, t2, t2}, 1, 1);
+    check_box_case((const float[3]){t, t, t}, (const float[3]){t2, t2, t2},
+                   (const float[3]){nextafterf(t2, 1.0f), t, t}, (const float[3]){t3, t2, t2}, 0,
+                   0);
+    check_box_case(unit_lo, unit_hi, (const float[3]){-t, -t, -t}, (const float[3]){t, t, t}, 1, 1);
+    check_box_case(unit_lo, unit_hi, (const float[3]){-t2, 0, 0}, (const float[3]){-t, 1, 1}, 0, 0);
+}
+
+/* ---- exact tests: random ------------------------------------------------------------------- */
+
+enum { EXACT_SPHERE_SPHERE, EXACT_SPHERE_BOX, EXACT_BOX_SPHERE, EXACT_COUNT };
+static const char *const exact_names[EXACT_COUNT] = {"sphere_vs_spheres", "sphere_vs_boxes",
+                                                     "box_vs_spheres"};
+
+/* A query for the exact tests: a sphere (qc, qr) or a box (qmin, qmax). */
+typedef struct exact_query {
+    float qc[3], qr, qmin[3], qmax[3];
+} exact_query;
+
+static size_t run_exact(const simd_kernels *k, int test, const exact_query *q, const sphere_set *s,
+                        const box_set *b, const uint32_t *ids, size_t count, int dims,
+                        uint32_t *out) {
+    switch (test) {
+    case EXACT_SPHERE_SPHERE:
+        return k->sphere_vs_spheres(q->qc, q->qr, &s->cols, ids, count, dims, out);
+    case EXACT_SPHERE_BOX:
+        return k->sphere_vs_boxes(q->qc, q->qr, &b->cols, ids, count, dims, out);
+    default:
+        return k->box_vs_spheres(q->qmin, q->qmax, &s->cols, ids, count, dims, out);
+    }
+}
+
+static int naive_exact(int test, const exact_query *q, const sphere_set *s, const box_set *b,
+                       uint32_t id, int dims) {
+    float c[3], r, mn[3], mx[3];
+    switch (test) {
+    case EXACT_SPHERE_SPHERE:
+        sphere_get(s, id, dims, c, &r);
+        return simd_pair_sphere_sphere(q->qc, q->qr, c, r, dims);
+    case EXACT_SPHERE_BOX:
+        box_get(b, id, dims, mn, mx);
+        return simd_pair_box_sphere(mn, mx, q->qc, q->qr, dims);
+    default:
+        sphere_get(s, id, dims, c, &r);
+        return simd_pair_box_sphere(q->qmin, q->qmax, c, r, dims);
+    }
+}
+
+/* Every variant against the naive predicate loop, into a separate buffer and in place (out ==
+ * ids). Buffers are exactly `count` long, so nothing may be read or written past them. Returns
+ * how many ids passed. */
+static size_t check_exact(int test, const exact_query *q, const sphere_set *s, const box_set *b,
+                          const uint32_t *ids, size_t count, int dims) {
+    uint32_t *expect = ids_new(count), *out = ids_new(count), *ids_copy = ids_new(count);
+    size_t expect_count = 0;
+    for (size_t j = 0; j < count; j++)
+        if (naive_exact(test, q, s, b, ids[j], dims)) expect[expect_count++] = ids[j];
+    for (int v = 0; v < VARIANT_COUNT; v++) {
+        const simd_kernels *k = variant(v);
+        if (!k) continue;
+        if (count) memcpy(ids_copy, ids, count * sizeof *ids);
+        size_t n = run_exact(k, test, q, s, b, ids_copy, count, dims, out);
+        size_t n_in_place = run_exact(k, test, q, s, b, ids_copy, count, dims, ids_copy);
+        if (!same_ids(out, n, expect, expect_count) ||
+            !same_ids(ids_copy, n_in_place, expect, expect_count)) {
+            CHECK(same_ids(out, n, expect, expect_count));
+            CHECK(same_ids(ids_copy, n_in_place, expect, expect_count));
+            fprintf(stderr, "  %s %s: %zu ids, %zu / %zu (in place) passed, expected %zu\n",
+                    variant_names[v], exact_names[test], count, n, n_in_place, expect_count);
+        }
+    }
+    free(ids_copy);
+    free(out);
+    free(expect);
+    return expect_count;
+}
+
+static void exact_random(int test) {
+    int failures_before = test_failures;
+    long long passed = 0, tested = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 104729 + (uint64_t)dims * 31 + (uint64_t)test;
+            int style = (int)(seed % STYLE_COUNT);
+            size_t pool = 1 + rng_below(&state, 70);
+            sphere_set s;
+            box_set b;
+            sphere_set_init(&s, pool, dims);
+            box_set_init(&b, pool, dims);
+            for (size_t i = 0; i < pool; i++) {
+                float c[3], mn[3], mx[3];
+                for (int k = 0; k < 3; k++) c[k] = rng_coord(&state, style);
+                sphere_set_put(&s, i, c, rng_length(&state, style), dims);
+                rng_box(&state, style, mn, mx);
+                if (rng_below(&state, 16) == 0)
+                    box_set_sentinel(&b, i, dims);
+                else
+                    box_set_put(&b, i, mn, mx, dims);
+            }
+            for (size_t count = 0; count <= 40; count++) {
+                TEST_CONTEXT("%s seed %llu dims %d style %d count %zu", exact_names[test],
+                             (unsigned long long)seed, dims, style, count);
+                exact_query q;
+                for (int k = 0; k < 3; k++) q.qc[k] = rng_coord(&state, style);
+                q.qr = rng_length(&state, style);
+                rng_box(&state, style, q.qmin, q.qmax);
+                uint32_t *ids = ids_new(count);
+                for (size_t j = 0; j < count; j++) ids[j] = rng_below(&state, (uint32_t)pool);
+                passed += (long long)check_exact(test, &q, &s, &b, ids, count, dims);
+                tested += (long long)count;
+                free(ids);
+            }
+            sphere_set_free(&s);
+            box_set_free(&b);
+            REQUIRE(test_failures == failures_before);
+        }
+    }
+    printf("%s: %lld of %lld pass\n", exact_names[test], passed, tested);
+    CHECK(passed > tested / 20);
+    CHECK(passed < tested - tested / 20);
+}
+
+TEST(sphere_vs_spheres_random) {
+    exact_random(EXACT_SPHERE_SPHERE);
+}
+
+TEST(sphere_vs_boxes_random) {
+    exact_random(EXACT_SPHERE_BOX);
+}
+
+TEST(box_vs_spheres_random) {
+    exact_random(EXACT_BOX_SPHERE);
+}
+
+/* Near the boundary: the geometry is built so that d2 and the bound agree to about 48 bits, and
+ * one fine parameter steps a few ulps across the boundary, so that a kernel that rounds
+ * differently from its scalar twin (another summation order, float squares) flips outcomes. */
+static float step_ulps(float x, int steps) {
+    for (; steps > 0; steps--) x = nextafterf(x, INFINITY);
+    for (; steps < 0; steps++) x = nextafterf(x, -INFINITY);
+    return x;
+}
+
+static double rng_unit(uint64_t *state) {
+    return (double)(rng_next(state) >> 11) * 0x1p-53;
+}
+
+static void exact_near_boundary(int test) {
+    int failures_before = test_failures;
+    long long passed = 0, tested = 0;
+    uint64_t state = 977 + (uint64_t)test;
+    for (int trial = 0; trial < 3000; trial++) {
+        int dims = 2 + trial % 2;
+        exact_query q = {{0, 0, 0}, 0, {0, 0, 0}, {0, 0, 0}};
+        float c[3] = {0, 0, 0}, mn[3] = {0, 0, 0}, mx[3] = {0, 0, 0}, r = 0;
+        double t = 0;
+        int fine = (int)rng_below(&state, (uint32_t)dims), flip_fine = (int)rng_below(&state, 2);
+        if (test == EXACT_SPHERE_SPHERE) {
+            for (int k = 0; k < 3; k++) {
+                q.qc[k] = (float)(rng_unit(&state) * 4 - 2);
+                c[k] = (float)(rng_unit(&state) * 4 - 2);
+            }
+            double d2 = 0;
+            for (int k = 0; k < dims; k++) {
+                double d = (double)q.qc[k] - (double)c[k];
+                d2 = k == 0 ? d * d : d2 + d * d;
+            }
+            t = sqrt(d2);
+            q.qr = (float)(t * (0.25 + 0.5 * rng_unit(&state)));
+        } else {
+            /* A sphere of radius r at distance ~r from a box: exact gaps g_k on the other axes,
+             * and on the fine axis a centre near 1 minus a box face near 2^-24, whose difference
+             * is exact in double and fine-grained. */
+            r = (float)(0.5 + 1.5 * rng_unit(&state));
+            double rest = 0;
+            for (int k = 0; k < dims; k++) {
+                if (k == fine) continue;
+                float g = rng_below(&state, 4) ? (float)(rng_unit(&state) * 0.5 * r) : 0.0f;
+                rest += (double)g * g;
+                int flip = (int)rng_below(&state, 2);
+                c[k] = 0;
+                mn[k] = flip ? g : -g - 1.0f;
+                mx[k] = flip ? g + 1.0f : -g;
+            }
+            t = sqrt((double)r * r - rest);
+            c[fine] = (float)t;
+        }
+        for (int step = -3; step <= 3; step++) {
+            TEST_CONTEXT("%s near boundary trial %d dims %d step %d", exact_names[test], trial,
+                         dims, step);
+            if (test == EXACT_SPHERE_SPHERE) {
+                r = step_ulps((float)(t - (double)q.qr), step);
+            } else {
+                float face = step_ulps((float)((double)c[fine] - t), step);
+                mn[fine] = face - 1.0f;
+                mx[fine] = face;
+            }
+            float cc[3] = {c[0], c[1], c[2]}, bmn[3] = {mn[0], mn[1], mn[2]},
+                  bmx[3] = {mx[0], mx[1], mx[2]};
+            if (test != EXACT_SPHERE_SPHERE && flip_fine) {
+                cc[fine] = -c[fine];
+                bmn[fine] = -mx[fine];
+                bmx[fine] = -mn[fine];
+            }
+            sphere_set sp;
+            box_set bx;
+            sphere_set_init(&sp, 1, dims);
+            box_set_init(&bx, 1, dims);
+            if (test == EXACT_SPHERE_BOX) {
+                memcpy(q.qc, cc, sizeof cc);
+                q.qr = r;
+                box_set_put(&bx, 0, bmn, bmx, dims);
+                sphere_set_put(&sp, 0, cc, r, dims);
+            } else if (test == EXACT_BOX_SPHERE) {
+                memcpy(q.qmin, bmn, sizeof bmn);
+                memcpy(q.qmax, bmx, sizeof bmx);
+                sphere_set_put(&sp, 0, cc, r, dims);
+                box_set_put(&bx, 0, bmn, bmx, dims);
+            } else {
+                sphere_set_put(&sp, 0, cc, r, dims);
+                box_set_put(&bx, 0, bmn, bmx, dims);
+            }
+            const uint32_t ids[9] = {0};
+            passed += check_exact(test, &q, &sp, &bx, ids, 9, dims) != 0;
+            tested++;
+            sphere_set_free(&sp);
+            box_set_free(&bx);
+            REQUIRE(test_failures == failures_before);
+        }
+    }
+    printf("%s near boundary: %lld of %lld pass\n", exact_names[test], passed, tested);
+    CHECK(passed > tested / 5);
+    CHECK(passed < tested - tested / 5);
+}
+
+TEST(sphere_vs_spheres_near_boundary) {
+    exact_near_boundary(EXACT_SPHERE_SPHERE);
+}
+
+TEST(sphere_vs_boxes_near_boundary) {
+    exact_near_boundary(EXACT_SPHERE_BOX);
+}
+
+TEST(box_vs_spheres_near_boundary) {
+    exact_near_boundary(EXACT_BOX_SPHERE);
+}
+
+/* ---- exact tests: edge cases --------------------------------------------------------------- */
+
+/* The filler for the other ids: a sentinel box (never near a sphere), and the first of these
+ * spheres that misses the query. */
+static const float sentinel_mn[3] = {INFINITY, INFINITY, INFINITY};
+static const float sentinel_mx[3] = {-INFINITY, -INFINITY, -INFINITY};
+static const float far_centres[4][3] = {
+    {1e35f, 1e35f, 1e35f}, {-1e35f, -1e35f, -1e35f}, {3e38f, 3e38f, 3e38f}, {-3e38f, 3e38f, 0}};
+
+/* Object 1 is the case, object 0 the filler; id lists put the case at every position of a
+ * 12-long list (a full chunk and a tail) and in a list of just itself. */
+static void check_exact_case(int test, const exact_query *q, const float c[3], float r,
+                             const float mn[3], const float mx[3], int dims, int expect) {
+    sphere_set s;
+    box_set b;
+    sphere_set_init(&s, 2, dims);
+    box_set_init(&b, 2, dims);
+    box_set_put(&b, 0, sentinel_mn, sentinel_mx, dims);
+    for (int f = 0; f < 4; f++) {
+        sphere_set_put(&s, 0, far_centres[f], 0.0f, dims);
+        if (!naive_exact(test, q, &s, &b, 0, dims)) break;
+    }
+    sphere_set_put(&s, 1, c, r, dims);
+    box_set_put(&b, 1, mn, mx, dims);
+    CHECK(naive_exact(test, q, &s, &b, 0, dims) == 0);
+    CHECK_EQ_INT(naive_exact(test, q, &s, &b, 1, dims), expect);
+    uint32_t one = 1;
+    CHECK_EQ_INT(check_exact(test, q, &s, &b, &one, 1, dims), expect);
+    for (size_t at = 0; at < 12; at++) {
+        uint32_t ids[12] = {0};
+        ids[at] = 1;
+        CHECK_EQ_INT(check_exact(test, q, &s, &b, ids, 12, dims), expect);
+    }
+    sphere_set_free(&s);
+    box_set_free(&b);
+}
+
+static void sphere_sphere_case(const float ac[3], float ar, const float bc[3], float br,
+                               int expect2, int expect3) {
+    for (int dims = 2; dims <= 3; dims++) {
+        int expect = dims == 2 ? expect2 : expect3;
+        CHECK_EQ_INT(simd_pair_sphere_sphere(ac, ar, bc, br, dims), expect);
+        CHECK_EQ_INT(simd_pair_sphere_sphere(bc, br, ac, ar, dims), expect);
+        exact_query q = {{ac[0], ac[1], ac[2]}, ar, {0, 0, 0}, {0, 0, 0}};
+        check_exact_case(EXACT_SPHERE_SPHERE, &q, bc, br, sentinel_mn, sentinel_mx, dims, expect);
+    }
+}
+
+TEST(sphere_vs_spheres_edges) {
+    const float o[3] = {0, 0, 0};
+    TEST_CONTEXT("touching: centres 0 and 2, radii 1 and 1");
+    sphere_sphere_case(o, 1.0f, (const float[3]){2, 0, 0}, 1.0f, 1, 1);
+    sphere_sphere_case(o, 1.0f, (const float[3]){nextafterf(2.0f, 3.0f), 0, 0}, 1.0f, 0, 0);
+    TEST_CONTEXT("diagonal: distance 3 in 3D, sqrt(8) in 2D");
+    sphere_sphere_case(o, 1.0f, (const float[3]){2, 2, 1}, 2.0f, 1, 1);
+    sphere_sphere_case(o, 1.0f, (const float[3]){2, 2, 1}, 1.9375f, 1, 0);
+    TEST_CONTEXT("z decides: 2D ignores it");
+    sphere_sphere_case((const float[3]){0, 0, 100}, 1.0f, (const float[3]){0, 0, -100}, 1.0f, 1, 0);
+    TEST_CONTEXT("radius 0");
+    sphere_sphere_case((const float[3]){5, 5, 5}, 0.0f, (const float[3]){5, 5, 5}, 0.0f, 1, 1);
+    sphere_sphere_case((const float[3]){5, 5, 5}, 0.0f, (const float[3]){6, 5, 5}, 1.0f, 1, 1);
+    sphere_sphere_case((const float[3]){5, 5, 5}, 0.0f, (const float[3]){6, 5, 5}, 0.5f, 0, 0);
+    TEST_CONTEXT("tiny: squares underflow in float");
+    const float t = 1e-30f;
+    sphere_sphere_case((const float[3]){t, 0, 0}, 0.0f, (const float[3]){2.0f * t, 0, 0}, 0.0f, 0,
+                       0);
+    sphere_sphere_case((const float[3]){t, t, t}, 0.0f, (const float[3]){t, t, t}, 0.0f, 1, 1);
+    sphere_sphere_case(o, t, (const float[3]){2.0f * t, 0, 0}, t, 1, 1);
+    sphere_sphere_case(o, t, (const float[3]){3e-30f, 0, 0}, t, 0, 0);
+    TEST_CONTEXT("huge: squares overflow in float");
+    const float h = 1e30f;
+    sphere_sphere_case(o, h, (const float[3]){3e30f, 0, 0}, h, 0, 0);
+    sphere_sphere_case((const float[3]){-h, 0, 0}, h, (const float[3]){h, 0, 0}, h, 1, 1);
+    sphere_sphere_case((const float[3]){-FLT_MAX, 0, 0}, FLT_MAX, (const float[3]){FLT_MAX, 0, 0},
+                       FLT_MAX, 1, 1);
+    sphere_sphere_case((const float[3]){-FLT_MAX, 0, 0}, FLT_MAX, (const float[3]){FLT_MAX, 0, 0},
+                       nextafterf(FLT_MAX, 0.0f), 0, 0);
+}
+
+/* A sphere against a box, through both sphere_vs_boxes (sphere query) and box_vs_spheres (box
+ * query): the same predicate with the roles swapped. */
+static void sphere_box_case(const float mn[3], const float mx[3], const float c[3], float r,
+                            int expect2, int expect3) {
+    for (int dims = 2; dims <= 3; dims++) {
+        int expect = dims == 2 ? expect2 : expect3;
+        CHECK_EQ_INT(simd_pair_box_sphere(mn, mx, c, r, dims), expect);
+        exact_query q = {{c[0], c[1], c[2]}, r, {0, 0, 0}, {0, 0, 0}};
+        check_exact_case(EXACT_SPHERE_BOX, &q, far_centres[0], 0.0f, mn, mx, dims, expect);
+        exact_query qb = {{0, 0, 0}, 0.0f, {mn[0], mn[1], mn[2]}, {mx[0], mx[1], mx[2]}};
+        check_exact_case(EXACT_BOX_SPHERE, &qb, c, r, sentinel_mn, sentinel_mx, dims, expect);
+    }
+}
+
+TEST(sphere_box_edges) {
+    const float lo[3] = {0, 0, 0}, hi[3] = {2, 2, 2};
+    TEST_CONTEXT("touching a face");
+    sphere_box_case(lo, hi, (const float[3]){3, 1, 1}, 1.0f, 1, 1);
+    sphere_box_case(lo, hi, (const float[3]){3, 1, 1}, nextafterf(1.0f, 0.0f), 0, 0);
+    sphere_box_case(lo, hi, (const float[3]){-1, 1, 1}, 1.0f, 1, 1);
+    TEST_CONTEXT("inside, radius 0");
+    sphere_box_case(lo, hi, (const float[3]){1, 1, 1}, 0.0f, 1, 1);
+    sphere_box_case(lo, hi, (const float[3]){2, 0, 2}, 0.0f, 1, 1);
+    TEST_CONTEXT("corner: squared distance 3 in 3D, 2 in 2D");
+    sphere_box_case(lo, hi, (const float[3]){3, 3, 3}, 1.75f, 1, 1);
+    sphere_box_case(lo, hi, (const float[3]){3, 3, 3}, 1.6875f, 1, 0);
+    sphere_box_case(lo, hi, (const float[3]){3, 3, 3}, 1.375f, 0, 0);
+    TEST_CONTEXT("z decides: 2D ignores it");
+    sphere_box_case(lo, hi, (const float[3]){1, 1, 10}, 1.0f, 1, 0);
+    TEST_CONTEXT("zero-size box");
+    sphere_box_case((const float[3]){1, 1, 1}, (const float[3]){1, 1, 1}, (const float[3]){1, 1, 1},
+                    0.0f, 1, 1);
+    sphere_box_case((const float[3]){1, 1, 1}, (const float[3]){1, 1, 1}, (const float[3]){2, 1, 1},
+                    1.0f, 1, 1);
+    sphere_box_case((const float[3]){1, 1, 1}, (const float[3]){1, 1, 1}, (const float[3]){2, 2, 1},
+                    1.0f, 0, 0);
+    TEST_CONTEXT("tiny: squares underflow in float");
+    const float t = 1e-30f;
+    const float tlo[3] = {0, 0, 0}, thi[3] = {t, t, t};
+    sphere_box_case(tlo, thi, (const float[3]){2.0f * t, 0.5f * t, 0.5f * t}, 0.0f, 0, 0);
+    sphere_box_case(tlo, thi, (const float[3]){2.0f * t, 0.5f * t, 0.5f * t}, t, 1, 1);
+    sphere_box_case(tlo, thi, (const float[3]){3e-30f, 0.5f * t, 0.5f * t}, t, 0, 0);
+    TEST_CONTEXT("huge: squares overflow in float");
+    const float h = 1e30f;
+    const float hlo[3] = {0, 0, 0}, hhi[3] = {h, h, h};
+    sphere_box_case(hlo, hhi, (const float[3]){3e30f, 0, 0}, h, 0, 0);
+    sphere_box_case(hlo, hhi, (const float[3]){2.0f * h, 0, 0}, h, 1, 1);
+    sphere_box_case(hlo, hhi, (const float[3]){FLT_MAX, 0, h}, FLT_MAX, 1, 1);
+    sphere_box_case(hlo, hhi, (const float[3]){FLT_MAX, FLT_MAX, 0}, FLT_MAX, 0, 0);
+    sphere_box_case((const float[3]){-FLT_MAX, -FLT_MAX, -FLT_MAX},
+                    (const float[3]){-FLT_MAX, -FLT_MAX, -FLT_MAX},
+                    (const float[3]){FLT_MAX, FLT_MAX, FLT_MAX}, FLT_MAX, 0, 0);
+}
+
+TEST(sphere_box_sentinel) {
+    /* A sentinel box (min = +inf, max = -inf) is infinitely far from every sphere. */
+    for (int dims = 2; dims <= 3; dims++) {
+        TEST_CONTEXT("sentinel dims %d", dims);
+        CHECK_EQ_INT(simd_pair_box_sphere(sentinel_mn, sentinel_mx, (const float[3]){0, 0, 0},
+                                          FLT_MAX, dims),
+                     0);
+        exact_query q = {{0, 0, 0}, FLT_MAX, {0, 0, 0}, {0, 0, 0}};
+        check_exact_case(EXACT_SPHERE_BOX, &q, far_centres[0], 0.0f, sentinel_mn, sentinel_mx, dims,
+                         0);
+    }
+}
+
+/* ---- predicates ---------------------------------------------------------------------------- */
+
+TEST(pair_predicates) {
+    const float a0[3] = {0, 0, 0}, a1[3] = {1, 1, 1};
+    CHECK_EQ_INT(simd_pair_box_box(a0, a1, (const float[3]){1, 1, 1}, (const float[3]){2, 2, 2}, 3),
+                 1);
+    CHECK_EQ_INT(
+        simd_pair_box_box(a0, a1, (const float[3]){0.5f, 1.5f, 0}, (const float[3]){0.7f, 2, 1}, 3),
+        0);
+    CHECK_EQ_INT(simd_pair_box_box(a0, a1, (const float[3]){0.5f, 0.5f, 5},
+                                   (const float[3]){0.7f, 0.7f, 6}, 2),
+                 1);
+    CHECK_EQ_INT(simd_pair_sphere_sphere(a0, 3.0f, (const float[3]){3, 4, 0}, 2.0f, 3), 1);
+    CHECK_EQ_INT(simd_pair_sphere_sphere(a0, 3.0f, (const float[3]){3, 4, 0}, 1.5f, 3), 0);
+    CHECK_EQ_INT(simd_pair_sphere_sphere(a0, 1.0f, (const float[3]){3, 4, 12}, 12.0f, 3), 1);
+    CHECK_EQ_INT(simd_pair_sphere_sphere(a0, 1.0f, (const float[3]){3, 4, 12}, 11.5f, 3), 0);
+    CHECK_EQ_INT(simd_pair_sphere_sphere(a0, 1.0f, (const float[3]){3, 4, 12}, 4.0f, 2), 1);
+    CHECK_EQ_INT(simd_pair_box_sphere(a0, a1, (const float[3]){4, 5, 0.5f}, 5.0f, 3), 1);
+    CHECK_EQ_INT(simd_pair_box_sphere(a0, a1, (const float[3]){4, 5, 0.5f}, 4.9f, 3), 0);
+    CHECK_EQ_INT(simd_pair_box_sphere(a0, a1, (const float[3]){4, 5, 13}, 13.0f, 3), 1);
+    CHECK_EQ_INT(simd_pair_box_sphere(a0, a1, (const float[3]){4, 5, 13}, 12.9f, 3), 0);
+    CHECK_EQ_INT(simd_pair_box_sphere(a0, a1, (const float[3]){4, 5, 13}, 5.0f, 2), 1);
+
+    /* Symmetry on random data: the pair tests do not depend on argument order. */
+    int failures_before = test_failures;
+    uint64_t state = 42;
+    for (int trial = 0; trial < 20000; trial++) {
+        int style = trial % STYLE_COUNT, dims = 2 + trial % 2;
+        float amin[3], amax[3], bmin[3], bmax[3], ac[3], bc[3];
+        rng_box(&state, style, amin, amax);
+        rng_box(&state, style, bmin, bmax);
+        for (int k = 0; k < 3; k++) {
+            ac[k] = rng_coord(&state, style);
+            bc[k] = rng_coord(&state, style);
+        }
+        float ar = rng_length(&state, style), br = rng_length(&state, style);
+        TEST_CONTEXT("trial %d", trial);
+        CHECK_EQ_INT(simd_pair_box_box(amin, amax, bmin, bmax, dims),
+                     simd_pair_box_box(bmin, bmax, amin, amax, dims));
+        CHECK_EQ_INT(simd_pair_sphere_sphere(ac, ar, bc, br, dims),
+                     simd_pair_sphere_sphere(bc, br, ac, ar, dims));
+        REQUIRE(test_failures == failures_before);
+    }
+}
+
+TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
+          TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(sphere_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
+          TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
+          TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
+          TEST_ENTRY(pair_predicates))

@@ -1,0 +1,344 @@
+/* Worlds that change between steps: REFIT and AUTO agree with REBUILD on every frame; random
+ * adds, removes, moves (small steps and teleports) and shape changes interleaved with steps
+ * over 200 frames agree with brute force; steady-state steps allocate nothing. */
+#include "oracle.h"
+
+#include <math.h>
+
+TEST(refit_and_auto_equal_rebuild_every_frame) {
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
+    for (size_t ki = 0; ki < 2; ki++) {
+        scene s;
+        REQUIRE(scene_make(&s, kinds[ki], 3000, 21));
+        uint32_t *ids = malloc(s.count * sizeof *ids);
+        broadphase_world *w[3];
+        for (int p = 0; p < 3; p++) {
+            w[p] =
+                make_world(s.dimensions, BROADPHASE_METHOD_KDTREE, (broadphase_update_policy)p, 2);
+            REQUIRE(w[p]);
+            CHECK_EQ_INT(scene_add_to_world(&s, w[p], ids), BROADPHASE_OK);
+        }
+        uint64_t refits = 0;
+        for (int f = 0; f < 150; f++) {
+            broadphase_pairs want = step_ok(w[BROADPHASE_UPDATE_REBUILD]);
+            for (int p = 0; p < 3; p++) {
+                if (p == BROADPHASE_UPDATE_REBUILD) continue;
+                TEST_CONTEXT("scene %s policy %s frame %d", scene_name(s.kind), policy_names[p], f);
+                broadphase_pairs got = step_ok(w[p]);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "update"));
+            }
+            scene_advance(&s);
+            for (int p = 0; p < 3; p++) scene_move_in_world(&s, w[p], ids);
+        }
+        broadphase_stats st;
+        broadphase_get_stats(w[BROADPHASE_UPDATE_REFIT], &st);
+        refits = st.refits;
+        /* REFIT must really have refitted (one build, then refits). */
+        CHECK_EQ_INT(st.rebuilds, 1);
+        CHECK(refits >= 149);
+        for (int p = 0; p < 3; p++) broadphase_destroy(w[p]);
+        free(ids);
+        scene_free(&s);
+    }
+}
+
+/* A world driven by random operations, mirrored in plain arrays for the reference. */
+typedef struct model {
+    int dims;
+    size_t capacity;
+    bool *live;
+    uint8_t *is_sphere;
+    float *min[3], *max[3], *center[3], *radius;
+} model;
+
+static void model_init(model *m, int dims, size_t capacity) {
+    memset(m, 0, sizeof *m);
+    m->dims = dims;
+    m->capacity = capacity;
+    m->live = calloc(capacity, 1);
+    m->is_sphere = calloc(capacity, 1);
+    for (int k = 0; k < 3; k++) {
+        m->min[k] = calloc(capacity, sizeof(float));
+        m->max[k] = calloc(capacity, sizeof(float));
+        m->center[k] = calloc(capacity, sizeof(float));
+    }
+    m->radius = calloc(capacity, sizeof(float));
+}
+
+static void model_free(model *m) {
+    free(m->live);
+    free(m->is_sphere);
+    for (int k = 0; k < 3; k++) {
+        free(m->min[k]);
+        free(m->max[k]);
+        free(m->center[k]);
+    }
+    free(m->radius);
+}
+
+static void model_pairs(const model *m, pair_list *out) {
+    out->count = 0;
+    for (size_t i = 0; i < m->capacity; i++) {
+        if (!m->live[i]) continue;
+        float amin[3] = {m->min[0][i], m->min[1][i], m->min[2][i]};
+        float amax[3] = {m->max[0][i], m->max[1][i], m->max[2][i]};
+        float ac[3] = {m->center[0][i], m->center[1][i], m->center[2][i]};
+        for (size_t j = i + 1; j < m->capacity; j++) {
+            if (!m->live[j]) continue;
+            float bmin[3] = {m->min[0][j], m->min[1][j], m->min[2][j]};
+            float bmax[3] = {m->max[0][j], m->max[1][j], m->max[2][j]};
+            float bc[3] = {m->center[0][j], m->center[1][j], m->center[2][j]};
+            int hit;
+            if (!m->is_sphere[i] && !m->is_sphere[j])
+                hit = simd_pair_box_box(amin, amax, bmin, bmax, m->dims);
+            else if (m->is_sphere[i] && m->is_sphere[j])
+                hit = simd_pair_sphere_sphere(ac, m->radius[i], bc, m->radius[j], m->dims);
+            else if (m->is_sphere[i])
+                hit = simd_pair_box_sphere(bmin, bmax, ac, m->radius[i], m->dims);
+            else
+                hit = simd_pair_box_sphere(amin, amax, bc, m->radius[j], m->dims);
+            if (hit) pair_list_push(out, (uint32_t)i, (uint32_t)j);
+        }
+    }
+    qsort(out->data, out->count, sizeof *out->data, pair_compare);
+}
+
+/* One random shape near (or, for a teleport, anywhere in) a world of side `side`. */
+static void random_shape(uint64_t *rng, int dims, float side, bool sphere, float mn[3], float mx[3],
+                         float c[3], float *r) {
+    for (int k = 0; k < 3; k++) {
+        float h = 0.3f + 2.0f * scene_uniform(rng);
+        c[k] = k < dims ? side * scene_uniform(rng) : 0.0f;
+        mn[k] = k < dims ? c[k] - h : 0.0f;
+        mx[k] = k < dims ? c[k] + h : 0.0f;
+    }
+    *r = sphere ? 0.3f + 1.5f * scene_uniform(rng) : 0.0f;
+}
+
+static void apply(broadphase_world **w, int count, model *m, uint32_t *ids, size_t n, bool sphere,
+                  bool add, float (*mn)[3], float (*mx)[3], float (*c)[3], float *r) {
+    float *cols[10];
+    for (int k = 0; k < 3; k++) {
+        cols[k] = malloc(n * sizeof(float) + 4);
+        cols[3 + k] = malloc(n * sizeof(float) + 4);
+        cols[6 + k] = malloc(n * sizeof(float) + 4);
+        for (size_t i = 0; i < n; i++) {
+            cols[k][i] = mn[i][k];
+            cols[3 + k][i] = mx[i][k];
+            cols[6 + k][i] = c[i][k];
+        }
+    }
+    broadphase_boxes boxes = {cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]};
+    broadphase_spheres spheres = {cols[6], cols[7], cols[8], r};
+    for (int i = 0; i < count; i++) {
+        broadphase_status st;
+        uint32_t got[64];
+        if (add) {
+            st = sphere ? broadphase_add_spheres(w[i], n, &spheres, got)
+                        : broadphase_add_boxes(w[i], n, &boxes, got);
+            if (i == 0)
+                memcpy(ids, got, n * sizeof *ids);
+            else
+                CHECK(memcmp(ids, got, n * sizeof *ids) == 0);
+        } else {
+            st = sphere ? broadphase_move_spheres(w[i], n, ids, &spheres)
+                        : broadphase_move_boxes(w[i], n, ids, &boxes);
+        }
+        CHECK_EQ_INT(st, BROADPHASE_OK);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = ids[i];
+        m->live[id] = true;
+        m->is_sphere[id] = sphere;
+        for (int k = 0; k < 3; k++) {
+            /* The model keeps what the predicates need: boxes their bounds, spheres centre and
+             * radius. */
+            m->min[k][id] = mn[i][k];
+            m->max[k][id] = mx[i][k];
+            m->center[k][id] = c[i][k];
+        }
+        m->radius[id] = r[i];
+    }
+    for (int k = 0; k < 9; k++) free(cols[k]);
+}
+
+static size_t pick_live(const model *m, uint64_t *rng) {
+    for (;;) {
+        size_t i = (size_t)(scene_uniform(rng) * (float)m->capacity);
+        if (i < m->capacity && m->live[i]) return i;
+    }
+}
+
+static size_t live_count(const model *m) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->capacity; i++) n += m->live[i];
+    return n;
+}
+
+static void interleaved(int dims) {
+    enum { WORLDS = 4, CAP = 4096, FRAMES = 200 };
+    broadphase_world *w[WORLDS];
+    w[0] = make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+    w[1] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2);
+    w[2] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3);
+    w[3] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1);
+    for (int i = 0; i < WORLDS; i++) REQUIRE(w[i]);
+    model m;
+    model_init(&m, dims, CAP);
+    pair_list want = {0};
+    uint64_t rng = 12345 + (uint64_t)dims;
+    float side = dims == 3 ? 30.0f : 80.0f;
+    float mn[64][3], mx[64][3], c[64][3], r[64];
+    uint32_t ids[64];
+    for (int f = 0; f < FRAMES; f++) {
+        int ops = 1 + (int)(scene_uniform(&rng) * 6);
+        for (int op = 0; op < ops; op++) {
+            float u = scene_uniform(&rng);
+            size_t live = live_count(&m);
+            size_t n = 1 + (size_t)(scene_uniform(&rng) * 40);
+            bool sphere = scene_uniform(&rng) < 0.4f;
+            if (u < 0.35f && live + n < CAP - 64) {
+                for (size_t i = 0; i < n; i++)
+                    random_shape(&rng, dims, side, sphere, mn[i], mx[i], c[i], &r[i]);
+                apply(w, WORLDS, &m, ids, n, sphere, true, mn, mx, c, r);
+            } else if (u < 0.55f && live > n) {
+                /* Remove n distinct live objects. */
+                size_t k = 0;
+                while (k < n) {
+                    uint32_t id = (uint32_t)pick_live(&m, &rng);
+                    bool dup = false;
+                    for (size_t j = 0; j < k; j++) dup |= ids[j] == id;
+                    if (!dup) ids[k++] = id;
+                }
+                for (int i = 0; i < WORLDS; i++)
+                    CHECK_EQ_INT(broadphase_remove(w[i], n, ids), BROADPHASE_OK);
+                for (size_t j = 0; j < n; j++) m.live[ids[j]] = false;
+            } else if (live > n) {
+                /* Move n distinct objects: mostly small steps, sometimes teleports, sometimes a
+                 * change of shape. */
+                size_t k = 0;
+                while (k < n) {
+                    uint32_t id = (uint32_t)pick_live(&m, &rng);
+                    bool dup = false;
+                    for (size_t j = 0; j < k; j++) dup |= ids[j] == id;
+                    if (!dup) ids[k++] = id;
+                }
+                bool teleport = scene_uniform(&rng) < 0.2f;
+                for (size_t i = 0; i < n; i++) {
+                    uint32_t id = ids[i];
+                    if (teleport || m.is_sphere[id] != sphere) {
+                        random_shape(&rng, dims, side, sphere, mn[i], mx[i], c[i], &r[i]);
+                        continue;
+                    }
+                    for (int a = 0; a < 3; a++) {
+                        float d = a < dims ? 0.8f * (scene_uniform(&rng) - 0.5f) : 0.0f;
+                        mn[i][a] = m.min[a][id] + d;
+                        mx[i][a] = m.max[a][id] + d;
+                        c[i][a] = m.center[a][id] + d;
+                    }
+                    r[i] = m.radius[id];
+                }
+                apply(w, WORLDS, &m, ids, n, sphere, false, mn, mx, c, r);
+            }
+        }
+        model_pairs(&m, &want);
+        for (int i = 0; i < WORLDS; i++) {
+            TEST_CONTEXT("dims %d frame %d world %d objects %zu", dims, f, i, live_count(&m));
+            CHECK_EQ_INT(broadphase_object_count(w[i]), live_count(&m));
+            broadphase_pairs got = step_ok(w[i]);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "interleaved"));
+        }
+    }
+    for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
+    model_free(&m);
+    free(want.data);
+}
+
+TEST(interleaved_add_remove_move_3d) {
+    interleaved(3);
+}
+
+TEST(interleaved_add_remove_move_2d) {
+    interleaved(2);
+}
+
+/* Remove everything, step, add again: the tree empties and comes back. */
+TEST(empty_and_refill) {
+    for (int p = 0; p < 3; p++) {
+        scene s;
+        REQUIRE(scene_make(&s, SCENE_SHAPES, 2000, 3));
+        uint32_t *ids = malloc(s.count * sizeof *ids);
+        broadphase_world *w =
+            make_world(3, BROADPHASE_METHOD_KDTREE, (broadphase_update_policy)p, 2);
+        broadphase_world *o =
+            make_world(3, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+        for (int round = 0; round < 3; round++) {
+            TEST_CONTEXT("policy %s round %d", policy_names[p], round);
+            CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(scene_add_to_world(&s, o, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(ids[0], 0);
+            broadphase_pairs want = step_ok(o);
+            broadphase_pairs got = step_ok(w);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "refill"));
+            /* Remove the odd ones, step, then the rest. */
+            size_t k = 0;
+            for (size_t i = 1; i < s.count; i += 2) ids[k++] = (uint32_t)i;
+            CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
+            want = step_ok(o);
+            got = step_ok(w);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "half removed"));
+            k = 0;
+            for (size_t i = 0; i < s.count; i += 2) ids[k++] = (uint32_t)i;
+            CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
+            got = step_ok(w);
+            CHECK_EQ_INT(got.count, 0);
+            CHECK_EQ_INT(broadphase_object_count(w), 0);
+        }
+        broadphase_destroy(w);
+        broadphase_destroy(o);
+        free(ids);
+        scene_free(&s);
+    }
+}
+
+/* After warm-up, steps allocate nothing: the world's allocation count stands still. */
+TEST(no_allocation_in_steady_state) {
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_UNIFORM, SCENE_MOVING2D, SCENE_SHAPES};
+    for (size_t ki = 0; ki < 4; ki++) {
+        for (int method = 0; method < 4; method++) {
+            scene s;
+            REQUIRE(scene_make(&s, kinds[ki], method == 3 ? 3000 : 20000, 8));
+            uint32_t *ids = malloc(s.count * sizeof *ids);
+            broadphase_world *w = method == 3
+                                      ? make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE,
+                                                   BROADPHASE_UPDATE_AUTO, 2)
+                                      : make_world(s.dimensions, BROADPHASE_METHOD_KDTREE,
+                                                   (broadphase_update_policy)method, 2);
+            REQUIRE(w);
+            CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+            broadphase_stats before, after;
+            for (int f = 0; f < 40; f++) {
+                if (f == 20) broadphase_get_stats(w, &before);
+                step_ok(w);
+                scene_advance(&s);
+                scene_move_in_world(&s, w, ids);
+            }
+            broadphase_get_stats(w, &after);
+            TEST_CONTEXT("scene %s method %d allocations %llu -> %llu bytes %zu",
+                         scene_name(s.kind), method, (unsigned long long)before.allocations,
+                         (unsigned long long)after.allocations, after.bytes_in_use);
+            CHECK(after.allocations == before.allocations);
+            CHECK(after.bytes_in_use == before.bytes_in_use);
+            CHECK(after.steps == 40);
+            broadphase_destroy(w);
+            free(ids);
+            scene_free(&s);
+        }
+    }
+}
+
+TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
+          TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
+          TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state))

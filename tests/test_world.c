@@ -1,0 +1,1472 @@
+/* Tests for the public world API: configuration, status strings, id allocation, whole-batch
+ * validation (every failing call leaves the world exactly as it was), 2D z arrays, closed overlap
+ * semantics for boxes and spheres with every method and thread count, shape changes, statistics. */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broadphase.h"
+#include "test.h"
+
+/* ---- shapes and columns ---------------------------------------------------------------------- */
+
+/* One object as the test sees it: a box (lo, hi) or a sphere (c, r). */
+typedef struct shape {
+    bool sphere;
+    float lo[3], hi[3];
+    float c[3], r;
+} shape;
+
+static shape box_shape(float x0, float y0, float z0, float x1, float y1, float z1) {
+    shape s = {.sphere = false, .lo = {x0, y0, z0}, .hi = {x1, y1, z1}};
+    return s;
+}
+
+static shape sphere_shape(float x, float y, float z, float r) {
+    shape s = {.sphere = true, .c = {x, y, z}, .r = r};
+    return s;
+}
+
+/* Caller-side SoA columns for a batch: boxes use col[0..2] = min, col[3..5] = max; spheres use
+ * col[0..2] = centre, col[3] = radius. Each column is allocated to exactly n floats. */
+typedef struct columns {
+    float *col[6];
+    size_t n;
+    int dims; /* 2: the z columns are handed to the library as NULL */
+} columns;
+
+static float *column_new(size_t n) {
+    float *c = malloc(n ? n * sizeof *c : 1);
+    if (!c) abort();
+    return c;
+}
+
+static void columns_from_shapes(columns *c, const shape *s, size_t n, int dims) {
+    c->n = n;
+    c->dims = dims;
+    for (int k = 0; k < 6; k++) c->col[k] = column_new(n);
+    for (size_t i = 0; i < n; i++) {
+        for (int k = 0; k < 3; k++) {
+            c->col[k][i] = s[i].sphere ? s[i].c[k] : s[i].lo[k];
+            c->col[3 + k][i] = s[i].sphere ? (k == 0 ? s[i].r : 0.0f) : s[i].hi[k];
+        }
+    }
+}
+
+static void columns_free(columns *c) {
+    for (int k = 0; k < 6; k++) free(c->col[k]);
+}
+
+static broadphase_boxes columns_boxes(const columns *c) {
+    bool z = c->dims == 3;
+    broadphase_boxes b = {c->col[0], c->col[1], z ? c->col[2] : NULL,
+                          c->col[3], c->col[4], z ? c->col[5] : NULL};
+    return b;
+}
+
+static broadphase_spheres columns_spheres(const columns *c) {
+    broadphase_spheres s = {c->col[0], c->col[1], c->dims == 3 ? c->col[2] : NULL, c->col[3]};
+    return s;
+}
+
+/* Adds n shapes of one kind in one call. */
+static broadphase_status add_batch(broadphase_world *w, const shape *s, size_t n, int dims,
+                                   uint32_t *ids_out) {
+    columns c;
+    columns_from_shapes(&c, s, n, dims);
+    broadphase_boxes b = columns_boxes(&c);
+    broadphase_spheres sp = columns_spheres(&c);
+    broadphase_status st = n > 0 && s[0].sphere ? broadphase_add_spheres(w, n, &sp, ids_out)
+                                                : broadphase_add_boxes(w, n, &b, ids_out);
+    columns_free(&c);
+    return st;
+}
+
+/* Moves n objects to n shapes of one kind in one call. */
+static broadphase_status move_batch(broadphase_world *w, const uint32_t *ids, const shape *s,
+                                    size_t n, int dims) {
+    columns c;
+    columns_from_shapes(&c, s, n, dims);
+    broadphase_boxes b = columns_boxes(&c);
+    broadphase_spheres sp = columns_spheres(&c);
+    broadphase_status st = n > 0 && s[0].sphere ? broadphase_move_spheres(w, n, ids, &sp)
+                                                : broadphase_move_boxes(w, n, ids, &b);
+    columns_free(&c);
+    return st;
+}
+
+static uint32_t add_one(broadphase_world *w, shape s, int dims) {
+    uint32_t id = UINT32_MAX;
+    CHECK_EQ_INT(add_batch(w, &s, 1, dims, &id), BROADPHASE_OK);
+    return id;
+}
+
+static void move_one(broadphase_world *w, uint32_t id, shape s, int dims) {
+    CHECK_EQ_INT(move_batch(w, &id, &s, 1, dims), BROADPHASE_OK);
+}
+
+static void remove_one(broadphase_world *w, uint32_t id) {
+    CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_OK);
+}
+
+/* ---- worlds and runs ------------------------------------------------------------------------- */
+
+static broadphase_world *world_with(const broadphase_config *cfg) {
+    broadphase_world *w = NULL;
+    broadphase_status s = broadphase_create(cfg, &w);
+    CHECK_EQ_INT(s, BROADPHASE_OK);
+    return s == BROADPHASE_OK ? w : NULL;
+}
+
+static broadphase_world *world_new(int dims, broadphase_method method, int threads) {
+    broadphase_config cfg = broadphase_config_default(dims);
+    cfg.method = method;
+    cfg.threads = threads;
+    return world_with(&cfg);
+}
+
+/* Every method and thread count the step must agree on. */
+typedef struct run {
+    broadphase_method method;
+    int threads;
+} run;
+
+static const run RUNS[] = {{BROADPHASE_METHOD_KDTREE, 1},
+                           {BROADPHASE_METHOD_KDTREE, 2},
+                           {BROADPHASE_METHOD_BRUTE_FORCE, 1},
+                           {BROADPHASE_METHOD_BRUTE_FORCE, 2}};
+enum { RUN_COUNT = sizeof RUNS / sizeof RUNS[0] };
+
+static const char *method_name(broadphase_method m) {
+    return m == BROADPHASE_METHOD_KDTREE ? "kdtree" : "brute_force";
+}
+
+/* ---- pairs ----------------------------------------------------------------------------------- */
+
+typedef struct pair_list {
+    broadphase_pair *data;
+    size_t count, capacity;
+} pair_list;
+
+static void pair_list_push(pair_list *l, uint32_t a, uint32_t b) {
+    if (l->count == l->capacity) {
+        l->capacity = l->capacity ? 2 * l->capacity : 64;
+        l->data = realloc(l->data, l->capacity * sizeof *l->data);
+        if (!l->data) abort();
+    }
+    l->data[l->count++] = (broadphase_pair){a, b};
+}
+
+static int pair_compare(const void *x, const void *y) {
+    const broadphase_pair *p = x, *q = y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+/* a < b, strictly increasing by (a, b): sorted and every pair once. */
+static void check_wellformed(broadphase_pairs got) {
+    for (size_t i = 0; i < got.count; i++) {
+        CHECK(got.data[i].a < got.data[i].b);
+        if (i > 0) CHECK(pair_compare(&got.data[i - 1], &got.data[i]) < 0);
+    }
+}
+
+static void check_pairs(broadphase_pairs got, const broadphase_pair *want, size_t count) {
+    check_wellformed(got);
+    CHECK_EQ_INT(got.count, count);
+    size_t n = got.count < count ? got.count : count;
+    for (size_t i = 0; i < n; i++) {
+        if (got.data[i].a != want[i].a || got.data[i].b != want[i].b) {
+            test_failures++;
+            fprintf(stderr, "pair %zu: got (%u, %u), want (%u, %u) [%s]\n", i, got.data[i].a,
+                    got.data[i].b, want[i].a, want[i].b, test_context);
+            return;
+        }
+    }
+}
+
+static broadphase_pairs step_ok(broadphase_world *w) {
+    broadphase_pairs p = {NULL, 0};
+    CHECK_EQ_INT(broadphase_step(w, &p), BROADPHASE_OK);
+    return p;
+}
+
+/* ---- the oracle: the contract's overlap rules in double precision ---------------------------- */
+
+static double axis_gap(double c, double lo, double hi) {
+    return c < lo ? lo - c : (c > hi ? c - hi : 0.0);
+}
+
+static bool shapes_overlap(const shape *p, const shape *q, int dims) {
+    if (!p->sphere && !q->sphere) {
+        for (int k = 0; k < dims; k++)
+            if (!(p->lo[k] <= q->hi[k] && q->lo[k] <= p->hi[k])) return false;
+        return true;
+    }
+    if (p->sphere && q->sphere) {
+        double d2 = 0.0;
+        for (int k = 0; k < dims; k++) {
+            double d = (double)p->c[k] - (double)q->c[k];
+            d2 += d * d;
+        }
+        double s = (double)p->r + (double)q->r;
+        return d2 <= s * s;
+    }
+    const shape *b = p->sphere ? q : p, *s = p->sphere ? p : q;
+    double d2 = 0.0;
+    for (int k = 0; k < dims; k++) {
+        double g = axis_gap(s->c[k], b->lo[k], b->hi[k]);
+        d2 += g * g;
+    }
+    return d2 <= (double)s->r * (double)s->r;
+}
+
+/* Pairs among the live shapes (live NULL: all), sorted by (a, b). */
+static void oracle_pairs(const shape *s, const bool *live, size_t n, int dims, pair_list *out) {
+    out->count = 0;
+    for (size_t a = 0; a < n; a++) {
+        if (live && !live[a]) continue;
+        for (size_t b = a + 1; b < n; b++) {
+            if (live && !live[b]) continue;
+            if (shapes_overlap(&s[a], &s[b], dims)) pair_list_push(out, (uint32_t)a, (uint32_t)b);
+        }
+    }
+}
+
+/* ---- scenes: a list of shapes with the pairs they must give ---------------------------------- */
+
+/* Adds the shapes one at a time (ids follow the order, or the reverse order), steps twice (the
+ * second step refits the kd-tree) and compares both with `want`, for every run. */
+static void expect_scene(int dims, const shape *s, size_t n, const broadphase_pair *want,
+                         size_t want_count, const char *what) {
+    pair_list mapped = {0};
+    for (int r = 0; r < RUN_COUNT; r++) {
+        for (int reverse = 0; reverse < 2; reverse++) {
+            TEST_CONTEXT("%s: %dD %s threads=%d %s order", what, dims, method_name(RUNS[r].method),
+                         RUNS[r].threads, reverse ? "reverse" : "forward");
+            broadphase_world *w = world_new(dims, RUNS[r].method, RUNS[r].threads);
+            if (!w) break;
+            for (size_t i = 0; i < n; i++) {
+                size_t src = reverse ? n - 1 - i : i;
+                CHECK_EQ_INT(add_one(w, s[src], dims), i);
+            }
+            mapped.count = 0;
+            for (size_t i = 0; i < want_count; i++) {
+                uint32_t a = want[i].a, b = want[i].b;
+                if (reverse) {
+                    a = (uint32_t)(n - 1 - want[i].b);
+                    b = (uint32_t)(n - 1 - want[i].a);
+                }
+                pair_list_push(&mapped, a, b);
+            }
+            if (mapped.count > 1)
+                qsort(mapped.data, mapped.count, sizeof *mapped.data, pair_compare);
+            check_pairs(step_ok(w), mapped.data, mapped.count);
+            check_pairs(step_ok(w), mapped.data, mapped.count);
+            broadphase_destroy(w);
+        }
+    }
+    free(mapped.data);
+}
+
+/* Two shapes: they overlap or they do not. */
+static void expect_two(int dims, shape p, shape q, bool overlap, const char *what) {
+    shape s[2] = {p, q};
+    broadphase_pair want = {0, 1};
+    expect_scene(dims, s, 2, &want, overlap ? 1 : 0, what);
+}
+
+/* ---- the fixture for failing calls ----------------------------------------------------------- */
+
+/* A 3D world holding a chain of boxes 0..10 (box i overlaps i+1) with id 11 removed, and the
+ * pairs it gives. Failing calls use batches of BATCH elements with the bad one at BAD; the valid
+ * elements of a move would break every pair of the chain if they were applied. */
+enum { BATCH = 10, BAD = 7, CHAIN = 12, FREE_ID = 11 };
+
+typedef struct fixture {
+    broadphase_world *w;
+    broadphase_pair pairs[CHAIN];
+    size_t pair_count, objects;
+} fixture;
+
+static bool fixture_init(fixture *fx) {
+    memset(fx, 0, sizeof *fx);
+    fx->w = world_new(3, BROADPHASE_METHOD_KDTREE, 2);
+    if (!fx->w) return false;
+    shape s[CHAIN];
+    for (int i = 0; i < CHAIN; i++) s[i] = box_shape((float)i, 0, 0, (float)i + 1.5f, 1, 1);
+    uint32_t ids[CHAIN];
+    CHECK_EQ_INT(add_batch(fx->w, s, CHAIN, 3, ids), BROADPHASE_OK);
+    remove_one(fx->w, FREE_ID);
+    broadphase_pairs p = step_ok(fx->w);
+    CHECK_EQ_INT(p.count, CHAIN - 2);
+    if (p.count != CHAIN - 2) return false;
+    memcpy(fx->pairs, p.data, p.count * sizeof *p.data);
+    fx->pair_count = p.count;
+    fx->objects = CHAIN - 1;
+    return true;
+}
+
+/* A valid batch for the fixture: BATCH boxes or spheres far from the chain, ids 0..BATCH-1. */
+static void fixture_batch(columns *c, uint32_t *ids, bool spheres) {
+    shape s[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        float x = 100.0f + 10.0f * (float)i;
+        s[i] = spheres ? sphere_shape(x, 0.5f, 0.5f, 1.0f) : box_shape(x, 0, 0, x + 1, 1, 1);
+        ids[i] = (uint32_t)i;
+    }
+    columns_from_shapes(c, s, BATCH, 3);
+}
+
+/* Checks a call's status and error index, then that the world is exactly as it was: the same
+ * object count, the same pairs, and the next add gets the id it would have got. */
+static void expect_unchanged(fixture *fx, broadphase_status got, broadphase_status want,
+                             size_t index) {
+    CHECK_EQ_INT(got, want);
+    CHECK(broadphase_last_error_index(fx->w) == index);
+    CHECK_EQ_INT(broadphase_object_count(fx->w), fx->objects);
+    broadphase_pairs p = step_ok(fx->w);
+    CHECK_EQ_INT(p.count, fx->pair_count);
+    if (p.count == fx->pair_count) CHECK(memcmp(p.data, fx->pairs, p.count * sizeof *p.data) == 0);
+    uint32_t id = add_one(fx->w, box_shape(-50, -50, -50, -49, -49, -49), 3);
+    CHECK_EQ_INT(id, FREE_ID);
+    remove_one(fx->w, id);
+}
+
+/* Leaves a failed call's index (BAD) behind, so that a later call must clear it. */
+static void prime_error_index(fixture *fx) {
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, false);
+    c.col[0][BAD] = NAN;
+    broadphase_boxes b = columns_boxes(&c);
+    CHECK_EQ_INT(broadphase_add_boxes(fx->w, BATCH, &b, ids), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_last_error_index(fx->w), BAD);
+    columns_free(&c);
+}
+
+/* The five mutating calls, with a NULL struct or a NULL id array on request. */
+enum op { OP_ADD_BOXES, OP_ADD_SPHERES, OP_MOVE_BOXES, OP_MOVE_SPHERES, OP_REMOVE, OP_COUNT };
+enum { NULL_STRUCT = 1, NULL_IDS = 2 };
+
+static const char *const OP_NAMES[OP_COUNT] = {"add_boxes", "add_spheres", "move_boxes",
+                                               "move_spheres", "remove"};
+
+static bool op_spheres(int op) {
+    return op == OP_ADD_SPHERES || op == OP_MOVE_SPHERES;
+}
+
+static broadphase_status run_op(broadphase_world *w, int op, size_t count, const columns *c,
+                                const uint32_t *ids, int flags) {
+    broadphase_boxes b = columns_boxes(c);
+    broadphase_spheres s = columns_spheres(c);
+    const broadphase_boxes *bp = flags & NULL_STRUCT ? NULL : &b;
+    const broadphase_spheres *sp = flags & NULL_STRUCT ? NULL : &s;
+    uint32_t out[BATCH];
+    uint32_t *ids_out = flags & NULL_IDS ? NULL : out;
+    const uint32_t *ids_in = flags & NULL_IDS ? NULL : ids;
+    if (count > BATCH) abort();
+    switch (op) {
+    case OP_ADD_BOXES:
+        return broadphase_add_boxes(w, count, bp, ids_out);
+    case OP_ADD_SPHERES:
+        return broadphase_add_spheres(w, count, sp, ids_out);
+    case OP_MOVE_BOXES:
+        return broadphase_move_boxes(w, count, ids_in, bp);
+    case OP_MOVE_SPHERES:
+        return broadphase_move_spheres(w, count, ids_in, sp);
+    default:
+        return broadphase_remove(w, count, ids_in);
+    }
+}
+
+/* Runs op on a fresh valid batch with column[BAD] = value, expecting failure. */
+static void expect_value_rejected(fixture *fx, int op, int column, float value,
+                                  broadphase_status want) {
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, op_spheres(op));
+    c.col[column][BAD] = value;
+    expect_unchanged(fx, run_op(fx->w, op, BATCH, &c, ids, 0), want, BAD);
+    columns_free(&c);
+}
+
+/* Runs op on a fresh valid batch whose id list has ids[BAD] = bad_id, expecting failure. */
+static void expect_id_rejected(fixture *fx, int op, uint32_t bad_id, broadphase_status want) {
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, op_spheres(op));
+    ids[BAD] = bad_id;
+    expect_unchanged(fx, run_op(fx->w, op, BATCH, &c, ids, 0), want, BAD);
+    columns_free(&c);
+}
+
+/* Runs op with one column (or the struct, or the ids) NULL: INVALID_ARGUMENT, no index. */
+static void expect_null_rejected(fixture *fx, int op, int null_column, int flags) {
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, op_spheres(op));
+    if (null_column >= 0) {
+        free(c.col[null_column]);
+        c.col[null_column] = NULL;
+    }
+    prime_error_index(fx);
+    expect_unchanged(fx, run_op(fx->w, op, BATCH, &c, ids, flags),
+                     BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX);
+    columns_free(&c);
+}
+
+static const char *const BOX_COLUMNS[6] = {"min_x", "min_y", "min_z", "max_x", "max_y", "max_z"};
+static const char *const SPHERE_COLUMNS[4] = {"x", "y", "z", "radius"};
+
+/* ---- configuration --------------------------------------------------------------------------- */
+
+TEST(config_defaults) {
+    for (int dims = 2; dims <= 3; dims++) {
+        TEST_CONTEXT("dims=%d", dims);
+        broadphase_config c = broadphase_config_default(dims);
+        CHECK_EQ_INT(c.dimensions, dims);
+        CHECK_EQ_INT(c.method, BROADPHASE_METHOD_KDTREE);
+        CHECK_EQ_INT(c.update, BROADPHASE_UPDATE_AUTO);
+        CHECK_EQ_INT(c.threads, 0);
+        CHECK_EQ_INT(c.leaf_size, 8);
+        CHECK_EQ_INT(c.max_depth, 40);
+        CHECK(c.rebuild_threshold == 1.5f);
+        CHECK_EQ_INT(c.initial_capacity, 0);
+        broadphase_world *w = world_with(&c);
+        CHECK(w != NULL);
+        broadphase_destroy(w);
+    }
+    /* Dimensions other than 2 or 3 are kept, so that create() rejects them. */
+    CHECK_EQ_INT(broadphase_config_default(1).dimensions, 1);
+    CHECK_EQ_INT(broadphase_config_default(4).dimensions, 4);
+}
+
+/* One config field set to one value. */
+enum config_field { F_DIMS, F_METHOD, F_UPDATE, F_THREADS, F_LEAF, F_DEPTH, F_THRESHOLD };
+typedef struct config_case {
+    const char *what;
+    enum config_field field;
+    double value;
+} config_case;
+
+static broadphase_config config_with(int dims, config_case cc) {
+    broadphase_config c = broadphase_config_default(dims);
+    switch (cc.field) {
+    case F_DIMS:
+        c.dimensions = (int)cc.value;
+        break;
+    case F_METHOD:
+        c.method = (broadphase_method)(int)cc.value;
+        break;
+    case F_UPDATE:
+        c.update = (broadphase_update_policy)(int)cc.value;
+        break;
+    case F_THREADS:
+        c.threads = (int)cc.value;
+        break;
+    case F_LEAF:
+        c.leaf_size = (int)cc.value;
+        break;
+    case F_DEPTH:
+        c.max_depth = (int)cc.value;
+        break;
+    case F_THRESHOLD:
+        c.rebuild_threshold = (float)cc.value;
+        break;
+    }
+    return c;
+}
+
+TEST(config_rejects_invalid) {
+    static const config_case bad[] = {
+        {"dims 0", F_DIMS, 0},
+        {"dims 1", F_DIMS, 1},
+        {"dims 4", F_DIMS, 4},
+        {"method octree", F_METHOD, BROADPHASE_METHOD_OCTREE},
+        {"method 3", F_METHOD, 3},
+        {"method 99", F_METHOD, 99},
+        {"update 3", F_UPDATE, 3},
+        {"update 99", F_UPDATE, 99},
+        {"threads -1", F_THREADS, -1},
+        {"threads 1025", F_THREADS, 1025},
+        {"leaf_size 0", F_LEAF, 0},
+        {"leaf_size -1", F_LEAF, -1},
+        {"leaf_size 4097", F_LEAF, 4097},
+        {"max_depth 0", F_DEPTH, 0},
+        {"max_depth 65", F_DEPTH, 65},
+        {"rebuild_threshold nan", F_THRESHOLD, NAN},
+        {"rebuild_threshold 0.5", F_THRESHOLD, 0.5},
+        {"rebuild_threshold 0.999", F_THRESHOLD, 0.999},
+        {"rebuild_threshold 1000.5", F_THRESHOLD, 1000.5},
+        {"rebuild_threshold inf", F_THRESHOLD, INFINITY},
+        {"rebuild_threshold -inf", F_THRESHOLD, -INFINITY},
+    };
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            TEST_CONTEXT("dims=%d %s", dims, bad[i].what);
+            broadphase_config c = config_with(dims, bad[i]);
+            broadphase_world *w = NULL;
+            CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+            CHECK(w == NULL);
+            broadphase_destroy(w);
+        }
+    }
+}
+
+TEST(config_accepts_range_bounds) {
+    static const config_case good[] = {
+        {"method brute force", F_METHOD, BROADPHASE_METHOD_BRUTE_FORCE},
+        {"update rebuild", F_UPDATE, BROADPHASE_UPDATE_REBUILD},
+        {"update refit", F_UPDATE, BROADPHASE_UPDATE_REFIT},
+        {"threads 1", F_THREADS, 1},
+        {"threads 1024", F_THREADS, 1024},
+        {"leaf_size 1", F_LEAF, 1},
+        {"leaf_size 4096", F_LEAF, 4096},
+        {"max_depth 1", F_DEPTH, 1},
+        {"max_depth 64", F_DEPTH, 64},
+        {"rebuild_threshold 1", F_THRESHOLD, 1.0},
+        {"rebuild_threshold 1000", F_THRESHOLD, 1000.0},
+    };
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+            TEST_CONTEXT("dims=%d %s", dims, good[i].what);
+            broadphase_config c = config_with(dims, good[i]);
+            broadphase_world *w = world_with(&c);
+            CHECK(w != NULL);
+            if (w) CHECK_EQ_INT(broadphase_object_count(w), 0);
+            broadphase_destroy(w);
+        }
+    }
+}
+
+TEST(create_null_arguments) {
+    broadphase_config c = broadphase_config_default(3);
+    broadphase_world *w = NULL;
+    CHECK_EQ_INT(broadphase_create(NULL, &w), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK(w == NULL);
+    CHECK_EQ_INT(broadphase_create(&c, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_create(NULL, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    broadphase_destroy(NULL); /* a no-op: must not crash */
+}
+
+/* ---- status strings and SIMD level ----------------------------------------------------------- */
+
+TEST(status_strings) {
+    const int last = BROADPHASE_ERROR_BUFFER_TOO_SMALL;
+    for (int i = 0; i <= last; i++) {
+        TEST_CONTEXT("status %d", i);
+        const char *s = broadphase_status_string((broadphase_status)i);
+        REQUIRE(s != NULL);
+        CHECK(s[0] != '\0');
+        CHECK(strcmp(s, "unknown status") != 0);
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(s, broadphase_status_string((broadphase_status)j)) != 0);
+    }
+    TEST_CONTEXT("out of range");
+    const int outside[] = {last + 1, last + 100, -1};
+    for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+        const char *s = broadphase_status_string((broadphase_status)outside[i]);
+        REQUIRE(s != NULL);
+        CHECK(strcmp(s, "unknown status") == 0);
+    }
+    CHECK(strcmp(broadphase_status_string(BROADPHASE_OK), "ok") == 0);
+}
+
+TEST(simd_level) {
+    const char *level = broadphase_simd_level();
+    REQUIRE(level != NULL);
+    CHECK(strcmp(level, "avx2") == 0 || strcmp(level, "baseline") == 0 ||
+          strcmp(level, "scalar") == 0);
+    CHECK(strcmp(broadphase_simd_level(), level) == 0); /* chosen once */
+}
+
+/* ---- ids ---------------------------------------------------------------------------------------
+ */
+
+static shape unit_box_at(int i) {
+    return box_shape((float)i * 3, 0, 0, (float)i * 3 + 1, 1, 1);
+}
+
+/* Adds count boxes (or spheres) in one call and checks the ids handed out. */
+static void expect_add_ids(broadphase_world *w, size_t count, bool spheres, const uint32_t *want) {
+    shape s[8];
+    uint32_t ids[8];
+    if (count > 8) abort();
+    for (size_t i = 0; i < count; i++)
+        s[i] = spheres ? sphere_shape((float)i * 3, 0, 0, 1) : unit_box_at((int)i);
+    CHECK_EQ_INT(add_batch(w, s, count, 3, ids), BROADPHASE_OK);
+    for (size_t i = 0; i < count; i++) CHECK_EQ_INT(ids[i], want[i]);
+}
+
+TEST(ids_sequential_from_empty) {
+    for (int spheres = 0; spheres < 2; spheres++) {
+        TEST_CONTEXT("%s", spheres ? "spheres" : "boxes");
+        broadphase_world *w = world_new(3, BROADPHASE_METHOD_KDTREE, 1);
+        REQUIRE(w);
+        CHECK(broadphase_last_error_index(w) == SIZE_MAX);
+        const uint32_t want[5] = {0, 1, 2, 3, 4};
+        expect_add_ids(w, 5, spheres, want);
+        CHECK_EQ_INT(broadphase_object_count(w), 5);
+        const uint32_t next[1] = {5};
+        expect_add_ids(w, 1, !spheres, next);
+        broadphase_destroy(w);
+    }
+}
+
+TEST(ids_lowest_free_first) {
+    broadphase_world *w = world_new(3, BROADPHASE_METHOD_KDTREE, 1);
+    REQUIRE(w);
+    const uint32_t first[5] = {0, 1, 2, 3, 4};
+    expect_add_ids(w, 5, false, first);
+    const uint32_t gone[2] = {3, 1}; /* removed out of order */
+    CHECK_EQ_INT(broadphase_remove(w, 2, gone), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_object_count(w), 3);
+    const uint32_t again[3] = {1, 3, 5};
+    expect_add_ids(w, 3, false, again);
+    CHECK_EQ_INT(broadphase_object_count(w), 6);
+    /* Across single adds, with a step in between, and for spheres. */
+    const uint32_t gone2[3] = {4, 0, 2};
+    CHECK_EQ_INT(broadphase_remove(w, 3, gone2), BROADPHASE_OK);
+    step_ok(w);
+    CHECK_EQ_INT(add_one(w, sphere_shape(0, 0, 0, 1), 3), 0);
+    CHECK_EQ_INT(add_one(w, unit_box_at(9), 3), 2);
+    CHECK_EQ_INT(add_one(w, sphere_shape(9, 9, 9, 1), 3), 4);
+    CHECK_EQ_INT(add_one(w, unit_box_at(7), 3), 6);
+    CHECK_EQ_INT(broadphase_object_count(w), 7);
+    broadphase_destroy(w);
+}
+
+TEST(ids_reuse_after_removing_all) {
+    for (int with_step = 0; with_step < 2; with_step++) {
+        TEST_CONTEXT("step before re-adding: %d", with_step);
+        broadphase_world *w = world_new(3, BROADPHASE_METHOD_KDTREE, 2);
+        REQUIRE(w);
+        const uint32_t want[6] = {0, 1, 2, 3, 4, 5};
+        expect_add_ids(w, 6, false, want);
+        step_ok(w);
+        const uint32_t all[6] = {4, 2, 0, 5, 3, 1};
+        CHECK_EQ_INT(broadphase_remove(w, 6, all), BROADPHASE_OK);
+        CHECK_EQ_INT(broadphase_object_count(w), 0);
+        if (with_step) CHECK_EQ_INT(step_ok(w).count, 0);
+        expect_add_ids(w, 6, true, want);
+        CHECK_EQ_INT(broadphase_object_count(w), 6);
+        CHECK_EQ_INT(add_one(w, unit_box_at(20), 3), 6);
+        broadphase_destroy(w);
+    }
+}
+
+TEST(object_count_tracks_adds_and_removes) {
+    broadphase_world *w = world_new(3, BROADPHASE_METHOD_BRUTE_FORCE, 1);
+    REQUIRE(w);
+    CHECK_EQ_INT(broadphase_object_count(w), 0);
+    const uint32_t want[4] = {0, 1, 2, 3};
+    expect_add_ids(w, 4, false, want);
+    CHECK_EQ_INT(broadphase_object_count(w), 4);
+    expect_add_ids(w, 2, true, (const uint32_t[]){4, 5});
+    CHECK_EQ_INT(broadphase_object_count(w), 6);
+    remove_one(w, 2);
+    CHECK_EQ_INT(broadphase_object_count(w), 5);
+    move_one(w, 0, sphere_shape(1, 1, 1, 1), 3);
+    CHECK_EQ_INT(broadphase_object_count(w), 5);
+    step_ok(w);
+    CHECK_EQ_INT(broadphase_object_count(w), 5);
+    const uint32_t rest[5] = {5, 0, 1, 3, 4};
+    CHECK_EQ_INT(broadphase_remove(w, 5, rest), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_object_count(w), 0);
+    broadphase_destroy(w);
+}
+
+TEST(zero_count_calls_change_nothing) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    for (int op = 0; op < OP_COUNT; op++) {
+        TEST_CONTEXT("%s count 0", OP_NAMES[op]);
+        columns c;
+        uint32_t ids[BATCH];
+        fixture_batch(&c, ids, op_spheres(op));
+        prime_error_index(&fx);
+        expect_unchanged(&fx, run_op(fx.w, op, 0, &c, ids, 0), BROADPHASE_OK, SIZE_MAX);
+        columns_free(&c);
+    }
+    broadphase_destroy(fx.w);
+}
+
+/* ---- bad input: every failing call leaves the world as it was -------------------------------- */
+
+TEST(bad_input_null_pointers) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    for (int op = 0; op < OP_COUNT; op++) {
+        bool spheres = op_spheres(op);
+        if (op != OP_REMOVE) {
+            TEST_CONTEXT("%s NULL struct", OP_NAMES[op]);
+            expect_null_rejected(&fx, op, -1, NULL_STRUCT);
+            for (int k = 0; k < (spheres ? 4 : 6); k++) {
+                TEST_CONTEXT("%s NULL %s", OP_NAMES[op],
+                             spheres ? SPHERE_COLUMNS[k] : BOX_COLUMNS[k]);
+                expect_null_rejected(&fx, op, k, 0);
+            }
+        }
+        TEST_CONTEXT("%s NULL ids", OP_NAMES[op]);
+        expect_null_rejected(&fx, op, -1, NULL_IDS);
+    }
+    /* A NULL world is refused by every call. */
+    TEST_CONTEXT("NULL world");
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, false);
+    for (int op = 0; op < OP_COUNT; op++)
+        CHECK_EQ_INT(run_op(NULL, op, BATCH, &c, ids, 0), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    broadphase_pairs p;
+    CHECK_EQ_INT(broadphase_step(NULL, &p), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    columns_free(&c);
+    broadphase_destroy(fx.w);
+}
+
+static const float NONFINITE_VALUES[3] = {NAN, INFINITY, -INFINITY};
+
+TEST(bad_input_nonfinite_boxes) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    const int ops[2] = {OP_ADD_BOXES, OP_MOVE_BOXES};
+    for (int o = 0; o < 2; o++) {
+        for (int k = 0; k < 6; k++) {
+            for (int v = 0; v < 3; v++) {
+                TEST_CONTEXT("%s %s[%d] = %g", OP_NAMES[ops[o]], BOX_COLUMNS[k], BAD,
+                             (double)NONFINITE_VALUES[v]);
+                expect_value_rejected(&fx, ops[o], k, NONFINITE_VALUES[v],
+                                      BROADPHASE_ERROR_NONFINITE);
+            }
+        }
+    }
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_nonfinite_spheres) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    const int ops[2] = {OP_ADD_SPHERES, OP_MOVE_SPHERES};
+    for (int o = 0; o < 2; o++) {
+        for (int k = 0; k < 4; k++) {
+            for (int v = 0; v < 3; v++) {
+                TEST_CONTEXT("%s %s[%d] = %g", OP_NAMES[ops[o]], SPHERE_COLUMNS[k], BAD,
+                             (double)NONFINITE_VALUES[v]);
+                expect_value_rejected(&fx, ops[o], k, NONFINITE_VALUES[v],
+                                      BROADPHASE_ERROR_NONFINITE);
+            }
+        }
+    }
+    broadphase_destroy(fx.w);
+}
+
+/* A batch accepted as a whole: the fixture's world takes it (count grows by BATCH for adds). */
+static void expect_value_accepted(int op, int column, float value) {
+    fixture fx;
+    if (!fixture_init(&fx)) return;
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, op_spheres(op));
+    c.col[column][BAD] = value;
+    prime_error_index(&fx);
+    CHECK_EQ_INT(run_op(fx.w, op, BATCH, &c, ids, 0), BROADPHASE_OK);
+    CHECK(broadphase_last_error_index(fx.w) == SIZE_MAX);
+    bool add = op == OP_ADD_BOXES || op == OP_ADD_SPHERES;
+    CHECK_EQ_INT(broadphase_object_count(fx.w), fx.objects + (add ? BATCH : 0));
+    step_ok(fx.w);
+    columns_free(&c);
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_inverted_box) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    const int ops[2] = {OP_ADD_BOXES, OP_MOVE_BOXES};
+    for (int o = 0; o < 2; o++) {
+        for (int k = 0; k < 3; k++) {
+            /* fixture_batch's max on axis k at BAD; min set just above it. */
+            columns c;
+            uint32_t ids[BATCH];
+            fixture_batch(&c, ids, false);
+            float max = c.col[3 + k][BAD];
+            columns_free(&c);
+            TEST_CONTEXT("%s min > max on axis %d", OP_NAMES[ops[o]], k);
+            expect_value_rejected(&fx, ops[o], k, nextafterf(max, INFINITY),
+                                  BROADPHASE_ERROR_INVERTED_BOX);
+            TEST_CONTEXT("%s min == max on axis %d", OP_NAMES[ops[o]], k);
+            expect_value_accepted(ops[o], k, max);
+        }
+    }
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_negative_radius) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    const float negative[4] = {-1.0f, -FLT_MIN, -0x1p-149f, -FLT_MAX};
+    const int ops[2] = {OP_ADD_SPHERES, OP_MOVE_SPHERES};
+    for (int o = 0; o < 2; o++) {
+        for (int v = 0; v < 4; v++) {
+            TEST_CONTEXT("%s radius[%d] = %g", OP_NAMES[ops[o]], BAD, (double)negative[v]);
+            expect_value_rejected(&fx, ops[o], 3, negative[v], BROADPHASE_ERROR_NEGATIVE_RADIUS);
+        }
+        TEST_CONTEXT("%s radius 0", OP_NAMES[ops[o]]);
+        expect_value_accepted(ops[o], 3, 0.0f);
+        TEST_CONTEXT("%s radius -0", OP_NAMES[ops[o]]);
+        expect_value_accepted(ops[o], 3, -0.0f);
+    }
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_unknown_id) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    /* Removed; never issued (the next fresh id); far beyond every issued id; the largest. */
+    const uint32_t unknown[5] = {FREE_ID, CHAIN, 1000, UINT32_MAX - 1, UINT32_MAX};
+    const int ops[3] = {OP_MOVE_BOXES, OP_MOVE_SPHERES, OP_REMOVE};
+    for (int o = 0; o < 3; o++) {
+        for (int u = 0; u < 5; u++) {
+            TEST_CONTEXT("%s ids[%d] = %u", OP_NAMES[ops[o]], BAD, unknown[u]);
+            expect_id_rejected(&fx, ops[o], unknown[u], BROADPHASE_ERROR_UNKNOWN_ID);
+        }
+    }
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_repeated_id) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    const int ops[3] = {OP_MOVE_BOXES, OP_MOVE_SPHERES, OP_REMOVE};
+    for (int o = 0; o < 3; o++) {
+        /* ids[BAD] repeats an earlier id, far before it or right before it. */
+        const uint32_t repeat[2] = {2, BAD - 1};
+        for (int r = 0; r < 2; r++) {
+            TEST_CONTEXT("%s ids[%d] = ids[%u]", OP_NAMES[ops[o]], BAD, repeat[r]);
+            expect_id_rejected(&fx, ops[o], repeat[r], BROADPHASE_ERROR_INVALID_ARGUMENT);
+        }
+    }
+    /* The same ids in consecutive batches are not repeats. */
+    TEST_CONTEXT("consecutive batches");
+    columns c;
+    uint32_t ids[BATCH];
+    fixture_batch(&c, ids, false);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(run_op(fx.w, OP_MOVE_BOXES, BATCH, &c, ids, 0), BROADPHASE_OK);
+    CHECK_EQ_INT(run_op(fx.w, OP_REMOVE, BATCH, &c, ids, 0), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_object_count(fx.w), 1);
+    columns_free(&c);
+    broadphase_destroy(fx.w);
+}
+
+/* Several bad elements in one batch: the first one is named, whatever check finds it. A case
+ * edits a valid fixture batch: up to two column values and up to two ids. */
+typedef struct batch_edit {
+    int at;      /* index in the batch; -1: no edit */
+    int column;  /* value edits: the column */
+    float value; /* value edits: the new value; id edits: the new id */
+} batch_edit;
+
+typedef struct mixed_case {
+    const char *what;
+    int op;
+    batch_edit values[2], ids[2];
+    broadphase_status want;
+    size_t index;
+} mixed_case;
+
+#define NO_EDIT                                                                                    \
+    { -1, 0, 0 }
+
+static void expect_mixed_cases(const mixed_case *cases, size_t count) {
+    fixture fx;
+    if (!fixture_init(&fx)) return;
+    for (size_t i = 0; i < count; i++) {
+        const mixed_case *m = &cases[i];
+        TEST_CONTEXT("%s", m->what);
+        columns c;
+        uint32_t ids[BATCH];
+        fixture_batch(&c, ids, op_spheres(m->op));
+        for (int e = 0; e < 2; e++) {
+            if (m->values[e].at >= 0)
+                c.col[m->values[e].column][m->values[e].at] = m->values[e].value;
+            if (m->ids[e].at >= 0) ids[m->ids[e].at] = (uint32_t)m->ids[e].value;
+        }
+        expect_unchanged(&fx, run_op(fx.w, m->op, BATCH, &c, ids, 0), m->want, m->index);
+        columns_free(&c);
+    }
+    broadphase_destroy(fx.w);
+}
+
+TEST(bad_input_first_bad_element_named) {
+    static const mixed_case cases[] = {
+        {"add_boxes: inverted at 3, nan at 7",
+         OP_ADD_BOXES,
+         {{3, 0, 5000}, {BAD, 4, NAN}},
+         {NO_EDIT, NO_EDIT},
+         BROADPHASE_ERROR_INVERTED_BOX,
+         3},
+        {"add_boxes: nan at 7, inverted at 9",
+         OP_ADD_BOXES,
+         {{BAD, 1, NAN}, {9, 0, 5000}},
+         {NO_EDIT, NO_EDIT},
+         BROADPHASE_ERROR_NONFINITE,
+         BAD},
+        {"add_spheres: negative radius at 4, inf at 6",
+         OP_ADD_SPHERES,
+         {{4, 3, -1}, {6, 0, INFINITY}},
+         {NO_EDIT, NO_EDIT},
+         BROADPHASE_ERROR_NEGATIVE_RADIUS,
+         4},
+        {"remove: unknown id at 3, repeated id at 7",
+         OP_REMOVE,
+         {NO_EDIT, NO_EDIT},
+         {{3, 0, 1000}, {BAD, 0, 0}},
+         BROADPHASE_ERROR_UNKNOWN_ID,
+         3},
+        {"move_boxes: unknown id at 3, nan at 7",
+         OP_MOVE_BOXES,
+         {{BAD, 0, NAN}, NO_EDIT},
+         {{3, 0, 1000}, NO_EDIT},
+         BROADPHASE_ERROR_UNKNOWN_ID,
+         3},
+    };
+    expect_mixed_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+/* A move batch whose bad value comes before its bad id: the value is the first bad element. */
+TEST(bad_input_move_names_first_bad_element) {
+    static const mixed_case cases[] = {
+        {"move_boxes: nan at 5, unknown id at 7",
+         OP_MOVE_BOXES,
+         {{5, 2, NAN}, NO_EDIT},
+         {{BAD, 0, 1000}, NO_EDIT},
+         BROADPHASE_ERROR_NONFINITE,
+         5},
+        {"move_spheres: negative radius at 5, repeated id at 7",
+         OP_MOVE_SPHERES,
+         {{5, 3, -1}, NO_EDIT},
+         {{BAD, 0, 2}, NO_EDIT},
+         BROADPHASE_ERROR_NEGATIVE_RADIUS,
+         5},
+    };
+    expect_mixed_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+TEST(last_error_index_cleared_on_success) {
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    CHECK_EQ_INT(broadphase_last_error_index(NULL), SIZE_MAX);
+    for (int op = 0; op < OP_COUNT; op++) {
+        TEST_CONTEXT("%s succeeds after a failure", OP_NAMES[op]);
+        columns c;
+        uint32_t ids[BATCH];
+        fixture_batch(&c, ids, op_spheres(op));
+        prime_error_index(&fx);
+        CHECK_EQ_INT(run_op(fx.w, op, op == OP_REMOVE ? 1 : BATCH, &c, ids, 0), BROADPHASE_OK);
+        CHECK(broadphase_last_error_index(fx.w) == SIZE_MAX);
+        columns_free(&c);
+    }
+    TEST_CONTEXT("step succeeds after a failure");
+    prime_error_index(&fx);
+    step_ok(fx.w);
+    CHECK(broadphase_last_error_index(fx.w) == SIZE_MAX);
+    broadphase_destroy(fx.w);
+}
+
+/* ---- 2D ----------------------------------------------------------------------------------------
+ */
+
+TEST(two_d_z_arrays_optional) {
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("2D %s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
+        broadphase_world *w = world_new(2, RUNS[r].method, RUNS[r].threads);
+        REQUIRE(w);
+        /* 0, 1 touch; sphere 2 is off box 0's corner but reaches box 1's top face. */
+        CHECK_EQ_INT(add_one(w, box_shape(0, 0, 0, 1, 1, 0), 2), 0);
+        CHECK_EQ_INT(add_one(w, box_shape(1, 0, 0, 2, 1, 0), 2), 1);
+        CHECK_EQ_INT(add_one(w, sphere_shape(1.6f, 1.6f, 0, 0.8f), 2), 2);
+        /* z arrays full of NaN are ignored in 2D, for boxes and spheres. */
+        float nan_z = NAN, x = 5, y = 5, r5 = 1, hi = 6;
+        broadphase_spheres s = {&x, &y, &nan_z, &r5};
+        uint32_t id = 0;
+        CHECK_EQ_INT(broadphase_add_spheres(w, 1, &s, &id), BROADPHASE_OK);
+        CHECK_EQ_INT(id, 3);
+        broadphase_boxes b = {&x, &y, &nan_z, &hi, &hi, &nan_z};
+        CHECK_EQ_INT(broadphase_add_boxes(w, 1, &b, &id), BROADPHASE_OK);
+        CHECK_EQ_INT(id, 4);
+        const broadphase_pair want[3] = {{0, 1}, {1, 2}, {3, 4}};
+        check_pairs(step_ok(w), want, 3);
+        /* Moves with NULL z arrays. */
+        move_one(w, 3, sphere_shape(10, 10, 0, 1), 2);
+        move_one(w, 0, box_shape(0, 0, 0, 0.5f, 1, 0), 2);
+        const broadphase_pair after[1] = {{1, 2}};
+        check_pairs(step_ok(w), after, 1);
+        broadphase_destroy(w);
+    }
+    /* The same NULL z arrays are refused in 3D (covered per column in bad_input_null_pointers). */
+    fixture fx;
+    REQUIRE(fixture_init(&fx));
+    TEST_CONTEXT("3D add_boxes NULL z");
+    expect_null_rejected(&fx, OP_ADD_BOXES, 2, 0);
+    TEST_CONTEXT("3D add_spheres NULL z");
+    expect_null_rejected(&fx, OP_ADD_SPHERES, 2, 0);
+    broadphase_destroy(fx.w);
+}
+
+/* ---- overlap semantics, with every method and thread count ----------------------------------- */
+
+TEST(overlap_touching_boxes) {
+    for (int k = 0; k < 3; k++) {
+        float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+        shape a = box_shape(0, 0, 0, 1, 1, 1);
+        lo[k] = 1;
+        hi[k] = 2;
+        shape b = box_shape(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]);
+        expect_two(3, a, b, true, "touching faces");
+        lo[k] = nextafterf(1.0f, 2.0f);
+        shape c = box_shape(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]);
+        expect_two(3, a, c, false, "separated by one float");
+    }
+    /* Touching edge and corner; touching across signed zero. */
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), box_shape(1, 1, 1, 2, 2, 2), true, "corner");
+    expect_two(3, box_shape(-1, 0, 0, -0.0f, 1, 1), box_shape(0, 0, 0, 1, 1, 1), true,
+               "-0 touches +0");
+    expect_two(2, box_shape(0, 0, 0, 1, 1, 0), box_shape(nextafterf(1, 2), 0, 0, 2, 1, 0), false,
+               "2D separated by one float");
+}
+
+TEST(overlap_point_boxes) {
+    shape p = box_shape(0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f);
+    expect_two(3, p, p, true, "two points at the same place");
+    expect_two(3, p, box_shape(0.5f, 0.5f, nextafterf(0.5f, 1), 0.5f, 0.5f, 1), false,
+               "points one float apart");
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), box_shape(1, 1, 1, 1, 1, 1), true,
+               "point on a box corner");
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), p, true, "point inside a box");
+}
+
+TEST(overlap_sphere_sphere) {
+    for (int k = 0; k < 3; k++) {
+        float c[3] = {0, 0, 0};
+        c[k] = 2;
+        shape a = sphere_shape(0, 0, 0, 1);
+        expect_two(3, a, sphere_shape(c[0], c[1], c[2], 1), true, "touching spheres");
+        expect_two(3, a, sphere_shape(c[0], c[1], c[2], 0.99f), false, "radii 1 and 0.99");
+    }
+    shape s = sphere_shape(0.25f, -3, 7, 0.5f);
+    expect_two(3, s, s, true, "identical spheres");
+    shape z = sphere_shape(1, 1, 1, 0);
+    expect_two(3, z, sphere_shape(1, 1, 1, -0.0f), true, "radius 0 and -0 at the same place");
+    expect_two(3, sphere_shape(1e-30f, 0, 0, 0), sphere_shape(2e-30f, 0, 0, 0), false,
+               "radius-0 spheres at 1e-30 and 2e-30");
+    /* Tiny spheres: float squares would underflow to 0 and call everything touching. */
+    const float r = 1e-30f;
+    expect_two(3, sphere_shape(0, 0, 0, r), sphere_shape(2 * r, 0, 0, r), true,
+               "tiny spheres touching");
+    expect_two(3, sphere_shape(0, 0, 0, r), sphere_shape(2.001f * r, 0, 0, r), false,
+               "tiny spheres apart, bounding boxes overlapping");
+    expect_two(2, sphere_shape(0, 0, 0, 1), sphere_shape(0, 2, 0, 1), true, "2D touching spheres");
+    expect_two(2, sphere_shape(0, 0, 0, 1), sphere_shape(1.5f, 1.5f, 0, 1), false,
+               "2D diagonal, bounding boxes overlapping");
+}
+
+TEST(overlap_box_sphere_face) {
+    /* The centre exactly r from each of the six faces of [0,1]^3 touches; a float less reach
+     * does not. */
+    const float r = 0.5f;
+    for (int k = 0; k < 3; k++) {
+        for (int side = 0; side < 2; side++) {
+            float c[3] = {0.5f, 0.5f, 0.5f};
+            c[k] = side ? 1.0f + r : -r;
+            shape box = box_shape(0, 0, 0, 1, 1, 1);
+            expect_two(3, box, sphere_shape(c[0], c[1], c[2], r), true, "sphere touches a face");
+            expect_two(3, box, sphere_shape(c[0], c[1], c[2], nextafterf(r, 0)), false,
+                       "sphere one float short of a face");
+        }
+    }
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(0.5f, 0.5f, 0.5f, 0), true,
+               "radius-0 sphere inside a box");
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(1, 1, 1, 0), true,
+               "radius-0 sphere on a box corner");
+}
+
+TEST(overlap_box_sphere_corner) {
+    /* Bounding boxes overlap, but the corner is sqrt(3 * 0.64) = 1.386 > 1 away. */
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(1.8f, 1.8f, 1.8f, 1), false,
+               "sphere off a box corner");
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(1.5f, 1.5f, 1.5f, 1), true,
+               "sphere reaching a box corner (0.866 < 1)");
+    /* The corner (1, 1, 1) at distance exactly 3 from (3, 3, 2): 4 + 4 + 1 = 9. */
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(3, 3, 2, 3), true,
+               "sphere touching a box corner");
+    expect_two(3, box_shape(0, 0, 0, 1, 1, 1), sphere_shape(3, 3, 2, nextafterf(3, 0)), false,
+               "sphere one float short of a box corner");
+    expect_two(2, box_shape(0, 0, 0, 1, 1, 0), sphere_shape(1.6f, 1.6f, 0, 0.8f), false,
+               "2D sphere off a box corner");
+}
+
+TEST(overlap_identical_and_extreme) {
+    shape b = box_shape(-2, -2, -2, 3, 3, 3);
+    expect_two(3, b, b, true, "identical boxes");
+    expect_two(3, box_shape(FLT_MAX / 2, 0, 0, FLT_MAX, 1, 1),
+               box_shape(FLT_MAX, 0, 0, FLT_MAX, 1, 1), true, "touching at FLT_MAX");
+    expect_two(3, sphere_shape(-FLT_MAX, 0, 0, FLT_MAX), sphere_shape(FLT_MAX, 0, 0, FLT_MAX), true,
+               "huge spheres touching at 0");
+    expect_two(3, sphere_shape(-FLT_MAX, 0, 0, FLT_MAX),
+               sphere_shape(FLT_MAX, 0, 0, nextafterf(FLT_MAX, 0)), false,
+               "huge spheres one float apart");
+    expect_two(3, box_shape(-FLT_MAX, -FLT_MAX, -FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX),
+               sphere_shape(12345, -6789, 0.5f, 0), true, "everything box");
+}
+
+TEST(overlap_many_pairs_sorted_once) {
+    /* Ten identical boxes and ten spheres at one point: every pair, each once, sorted. */
+    shape s[20];
+    for (int i = 0; i < 20; i++)
+        s[i] = i % 2 ? sphere_shape(1, 1, 1, 0.5f) : box_shape(0, 0, 0, 2, 2, 2);
+    pair_list want = {0};
+    oracle_pairs(s, NULL, 20, 3, &want);
+    CHECK_EQ_INT(want.count, 190);
+    expect_scene(3, s, 20, want.data, want.count, "all overlapping");
+    free(want.data);
+}
+
+/* ---- random scenes against the oracle -------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t rng_below(uint64_t *state, uint32_t n) {
+    return (uint32_t)(rng_next(state) % n);
+}
+
+/* Coordinates and sizes on a grid of 1/4, so that ties (touching) are common and every oracle
+ * computation is exact. */
+static shape random_shape(uint64_t *rng, int dims, bool sphere, uint32_t extent) {
+    shape s = {.sphere = sphere};
+    for (int k = 0; k < dims; k++) {
+        float x = (float)rng_below(rng, 4 * extent) * 0.25f;
+        s.c[k] = x;
+        s.lo[k] = x;
+        s.hi[k] = x + (float)rng_below(rng, 9) * 0.25f;
+    }
+    s.r = sphere ? (float)rng_below(rng, 7) * 0.25f : 0.0f;
+    return s;
+}
+
+/* The world and the test's copy of it, indexed by id. */
+enum { MODEL_MAX = 1024 };
+typedef struct model {
+    shape s[MODEL_MAX];
+    bool live[MODEL_MAX];
+    uint32_t end; /* every id handed out is below end */
+    size_t live_count;
+} model;
+
+static uint32_t model_next_id(model *m) {
+    for (uint32_t i = 0; i < m->end; i++)
+        if (!m->live[i]) return i;
+    return m->end;
+}
+
+/* Adds n random shapes of one kind; the ids must be the lowest free ones, in order. */
+static void model_add(model *m, broadphase_world *w, uint64_t *rng, size_t n, int dims,
+                      bool sphere) {
+    shape s[64] = {{0}};
+    uint32_t ids[64];
+    if (n > 64 || m->live_count + n > MODEL_MAX) return;
+    for (size_t i = 0; i < n; i++) s[i] = random_shape(rng, dims, sphere, 12);
+    CHECK_EQ_INT(add_batch(w, s, n, dims, ids), BROADPHASE_OK);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t want = model_next_id(m);
+        CHECK_EQ_INT(ids[i], want);
+        m->s[want] = s[i];
+        m->live[want] = true;
+        if (want == m->end) m->end++;
+        m->live_count++;
+    }
+}
+
+/* Picks up to n distinct live ids at random. */
+static size_t model_pick(const model *m, uint64_t *rng, size_t n, uint32_t *out) {
+    uint32_t live[MODEL_MAX];
+    size_t count = 0;
+    for (uint32_t i = 0; i < m->end; i++)
+        if (m->live[i]) live[count++] = i;
+    if (n > count) n = count;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i + rng_below(rng, (uint32_t)(count - i));
+        uint32_t t = live[i];
+        live[i] = live[j];
+        live[j] = t;
+        out[i] = live[i];
+    }
+    return n;
+}
+
+/* Moves some objects: nearby (a small shift) or anywhere, keeping or changing their kind. */
+static void model_move(model *m, broadphase_world *w, uint64_t *rng, size_t n, int dims,
+                       bool sphere) {
+    uint32_t ids[64];
+    shape s[64] = {{0}};
+    n = model_pick(m, rng, n > 64 ? 64 : n, ids);
+    for (size_t i = 0; i < n; i++) {
+        if (rng_below(rng, 2) && m->s[ids[i]].sphere == sphere) {
+            s[i] = m->s[ids[i]];
+            int k = (int)rng_below(rng, (uint32_t)dims);
+            float d = ((float)rng_below(rng, 5) - 2.0f) * 0.25f;
+            s[i].c[k] += d;
+            s[i].lo[k] += d;
+            s[i].hi[k] += d;
+        } else {
+            s[i] = random_shape(rng, dims, sphere, 12);
+        }
+    }
+    CHECK_EQ_INT(move_batch(w, ids, s, n, dims), BROADPHASE_OK);
+    for (size_t i = 0; i < n; i++) m->s[ids[i]] = s[i];
+}
+
+static void model_remove(model *m, broadphase_world *w, uint64_t *rng, size_t n) {
+    uint32_t ids[64];
+    n = model_pick(m, rng, n > 64 ? 64 : n, ids);
+    CHECK_EQ_INT(broadphase_remove(w, n, ids), BROADPHASE_OK);
+    for (size_t i = 0; i < n; i++) m->live[ids[i]] = false;
+    m->live_count -= n;
+}
+
+static void model_check(const model *m, broadphase_world *w, int dims, pair_list *want) {
+    oracle_pairs(m->s, m->live, m->end, dims, want);
+    CHECK_EQ_INT(broadphase_object_count(w), m->live_count);
+    check_pairs(step_ok(w), want->data, want->count);
+}
+
+typedef struct churn_config {
+    broadphase_method method;
+    broadphase_update_policy update;
+    int threads, leaf_size, max_depth;
+} churn_config;
+
+TEST(pairs_match_oracle_under_churn) {
+    static const churn_config configs[] = {
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 1, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 1, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 2, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 1, 64},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 2, 5},
+        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 1, 8, 40},
+        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 8, 40},
+    };
+    model *m = malloc(sizeof *m);
+    REQUIRE(m);
+    pair_list want = {0};
+    for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            const churn_config *cc = &configs[ci];
+            uint64_t seed = 1000 + ci * 10 + (uint64_t)dims, rng = seed;
+            broadphase_config cfg = broadphase_config_default(dims);
+            cfg.method = cc->method;
+            cfg.update = cc->update;
+            cfg.threads = cc->threads;
+            cfg.leaf_size = cc->leaf_size;
+            cfg.max_depth = cc->max_depth;
+            broadphase_world *w = world_with(&cfg);
+            if (!w) break;
+            memset(m, 0, sizeof *m);
+            for (int round = 0; round < 24; round++) {
+                TEST_CONTEXT("%dD %s update=%d threads=%d leaf=%d depth=%d seed=%llu round=%d",
+                             dims, method_name(cc->method), (int)cc->update, cc->threads,
+                             cc->leaf_size, cc->max_depth, (unsigned long long)seed, round);
+                int before = test_failures;
+                if (round == 0) {
+                    model_add(m, w, &rng, 64, dims, false);
+                    model_add(m, w, &rng, 64, dims, true);
+                    model_add(m, w, &rng, 64, dims, false);
+                } else {
+                    model_move(m, w, &rng, rng_below(&rng, 40), dims, false);
+                    model_move(m, w, &rng, rng_below(&rng, 40), dims, true);
+                    model_remove(m, w, &rng, rng_below(&rng, round % 6 == 5 ? 64 : 12));
+                    model_add(m, w, &rng, rng_below(&rng, 12), dims, rng_below(&rng, 2));
+                    model_add(m, w, &rng, rng_below(&rng, round % 8 == 7 ? 64 : 6), dims,
+                              rng_below(&rng, 2));
+                }
+                model_check(m, w, dims, &want);
+                if (round % 5 == 4) model_check(m, w, dims, &want); /* a step with no change */
+                if (test_failures != before) break;
+            }
+            broadphase_destroy(w);
+        }
+    }
+    free(want.data);
+    free(m);
+}
+
+/* ---- shape change ------------------------------------------------------------------------------
+ */
+
+TEST(shape_change_box_sphere_box) {
+    /* Object 0 is the box [-1,1]^3 or the sphere of radius 1 at the origin. Box 1 sits in its
+     * corner (out of the sphere's reach), box 2 on its +x face (inside both), sphere 3 in the
+     * corner of both 0's box and box 1. */
+    const shape as_box = box_shape(-1, -1, -1, 1, 1, 1);
+    const shape as_sphere = sphere_shape(0, 0, 0, 1);
+    const shape three = sphere_shape(0.875f, 0.875f, 0.875f, 0.25f);
+    const broadphase_pair box_pairs[4] = {{0, 1}, {0, 2}, {0, 3}, {1, 3}};
+    const broadphase_pair sphere_pairs[2] = {{0, 2}, {1, 3}};
+    const broadphase_pair three_away[2] = {{0, 1}, {0, 2}};
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
+        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        REQUIRE(w);
+        add_one(w, as_box, 3);
+        add_one(w, box_shape(0.75f, 0.75f, 0.75f, 1, 1, 1), 3);
+        add_one(w, box_shape(0.875f, -0.125f, -0.125f, 1, 0.125f, 0.125f), 3);
+        add_one(w, three, 3);
+        check_pairs(step_ok(w), box_pairs, 4);
+        move_one(w, 0, as_sphere, 3);
+        check_pairs(step_ok(w), sphere_pairs, 2);
+        move_one(w, 0, as_box, 3);
+        check_pairs(step_ok(w), box_pairs, 4);
+        /* Sphere 3 becomes a far box and back, with no step in between the second time. */
+        move_one(w, 3, box_shape(2, 2, 2, 3, 3, 3), 3);
+        check_pairs(step_ok(w), three_away, 2);
+        move_one(w, 3, three, 3);
+        check_pairs(step_ok(w), box_pairs, 4);
+        move_one(w, 0, as_sphere, 3);
+        move_one(w, 0, as_box, 3);
+        move_one(w, 0, as_sphere, 3);
+        check_pairs(step_ok(w), sphere_pairs, 2);
+        broadphase_destroy(w);
+    }
+}
+
+/* ---- the step's output ---------------------------------------------------------------------- */
+
+TEST(step_pairs_out_may_be_null) {
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
+        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        REQUIRE(w);
+        CHECK_EQ_INT(broadphase_last_pairs(w).count, 0); /* before the first step */
+        add_one(w, box_shape(0, 0, 0, 1, 1, 1), 3);
+        add_one(w, box_shape(5, 5, 5, 6, 6, 6), 3);
+        add_one(w, sphere_shape(1, 1, 1, 0.5f), 3);
+        CHECK_EQ_INT(broadphase_step(w, NULL), BROADPHASE_OK);
+        const broadphase_pair want[1] = {{0, 2}};
+        check_pairs(broadphase_last_pairs(w), want, 1);
+        broadphase_pairs p = step_ok(w);
+        check_pairs(p, want, 1);
+        broadphase_pairs last = broadphase_last_pairs(w);
+        CHECK(last.count == p.count && last.data == p.data);
+        CHECK_EQ_INT(broadphase_last_pairs(NULL).count, 0);
+        broadphase_destroy(w);
+    }
+}
+
+TEST(step_empty_and_single_object) {
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
+        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        REQUIRE(w);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        CHECK_EQ_INT(broadphase_last_pairs(w).count, 0);
+        uint32_t id = add_one(w, box_shape(0, 0, 0, 1, 1, 1), 3);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        move_one(w, id, sphere_shape(0, 0, 0, 1), 3);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        /* Two objects overlapping, then one removed: back to none. */
+        uint32_t other = add_one(w, sphere_shape(0.5f, 0, 0, 1), 3);
+        CHECK_EQ_INT(step_ok(w).count, 1);
+        remove_one(w, other);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        remove_one(w, id);
+        CHECK_EQ_INT(step_ok(w).count, 0);
+        broadphase_destroy(w);
+    }
+}
+
+/* ---- statistics ------------------------------------------------------------------------------ */
+
+static void expect_stats(broadphase_world *w, size_t objects, size_t pairs, uint64_t steps) {
+    broadphase_stats s;
+    memset(&s, 0xA5, sizeof s);
+    REQUIRE(broadphase_get_stats(w, &s) == BROADPHASE_OK);
+    CHECK_EQ_INT(s.objects, objects);
+    CHECK_EQ_INT(s.pairs, pairs);
+    CHECK_EQ_INT(s.steps, steps);
+    CHECK(s.bytes_in_use > 0);
+}
+
+TEST(stats) {
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
+        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        REQUIRE(w);
+        expect_stats(w, 0, 0, 0);
+        shape s[40];
+        uint32_t ids[40];
+        for (int i = 0; i < 40; i++) s[i] = box_shape((float)i, 0, 0, (float)i + 1, 1, 1);
+        CHECK_EQ_INT(add_batch(w, s, 40, 3, ids), BROADPHASE_OK);
+        expect_stats(w, 40, 0, 0);
+        CHECK_EQ_INT(step_ok(w).count, 39);
+        expect_stats(w, 40, 39, 1);
+        step_ok(w);
+        step_ok(w);
+        expect_stats(w, 40, 39, 3);
+        remove_one(w, 0);
+        expect_stats(w, 39, 39, 3); /* pairs are those of the last step */
+        CHECK_EQ_INT(step_ok(w).count, 38);
+        expect_stats(w, 39, 38, 4);
+        broadphase_stats st;
+        REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
+        if (RUNS[r].method == BROADPHASE_METHOD_KDTREE) {
+            CHECK(st.nodes >= 1);
+            CHECK(st.leaves >= 1 && st.leaves <= st.nodes);
+            CHECK(st.rebuilds + st.refits == st.steps);
+        } else {
+            CHECK_EQ_INT(st.nodes, 0);
+        }
+        CHECK(st.allocations >= 1);
+        broadphase_destroy(w);
+    }
+}
+
+TEST(stats_null_arguments) {
+    broadphase_world *w = world_new(3, BROADPHASE_METHOD_KDTREE, 1);
+    REQUIRE(w);
+    broadphase_stats s;
+    CHECK_EQ_INT(broadphase_get_stats(NULL, &s), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_get_stats(w, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_get_stats(NULL, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    broadphase_destroy(w);
+}
+
+TEST_MAIN(TEST_ENTRY(config_defaults), TEST_ENTRY(config_rejects_invalid),
+          TEST_ENTRY(config_accepts_range_bounds), TEST_ENTRY(create_null_arguments),
+          TEST_ENTRY(status_strings), TEST_ENTRY(simd_level), TEST_ENTRY(ids_sequential_from_empty),
+          TEST_ENTRY(ids_lowest_free_first), TEST_ENTRY(ids_reuse_after_removing_all),
+          TEST_ENTRY(object_count_tracks_adds_and_removes),
+          TEST_ENTRY(zero_count_calls_change_nothing), TEST_ENTRY(bad_input_null_pointers),
+          TEST_ENTRY(bad_input_nonfinite_boxes), TEST_ENTRY(bad_input_nonfinite_spheres),
+          TEST_ENTRY(bad_input_inverted_box), TEST_ENTRY(bad_input_negative_radius),
+          TEST_ENTRY(bad_input_unknown_id), TEST_ENTRY(bad_input_repeated_id),
+          TEST_ENTRY(bad_input_first_bad_element_named),
+          TEST_ENTRY(bad_input_move_names_first_bad_element),
+          TEST_ENTRY(last_error_index_cleared_on_success), TEST_ENTRY(two_d_z_arrays_optional),
+          TEST_ENTRY(overlap_touching_boxes), TEST_ENTRY(overlap_point_boxes),
+          TEST_ENTRY(overlap_sphere_sphere), TEST_ENTRY(overlap_box_sphere_face),
+          TEST_ENTRY(overlap_box_sphere_corner), TEST_ENTRY(overlap_identical_and_extreme),
+          TEST_ENTRY(overlap_many_pairs_sorted_once), TEST_ENTRY(pairs_match_oracle_under_churn),
+          TEST_ENTRY(shape_change_box_sphere_box), TEST_ENTRY(step_pairs_out_may_be_null),
+          TEST_ENTRY(step_empty_and_single_object), TEST_ENTRY(stats),
+          TEST_ENTRY(stats_null_arguments))
