@@ -35,7 +35,14 @@ typedef struct kd_node {
     uint32_t child[2];            /* NONE when absent; both NONE for a leaf */
     uint32_t parent;
     uint8_t axis, depth;
+    /* Nodes holding more than SWEEP_MIN objects keep them sorted by min on the `sweep` axis, so
+     * that a query needs only the run of them whose min lies in [qmin - reach, qmax], where
+     * reach is the largest extent among them on that axis; NO_SWEEP otherwise. */
+    uint8_t sweep;
+    float reach;
 } kd_node;
+
+enum { NO_SWEEP = 3, SWEEP_MIN = 32 };
 
 typedef struct kd_record {
     float min[3], max[3];
@@ -249,6 +256,74 @@ typedef struct build_task {
 
 static void build_node(void *p, int worker);
 
+static float rec_key(const kd_record *r, int axis) {
+    return r->min[axis];
+}
+
+/* Quicksort of records by min on one axis (median of three, insertion sort below 16). */
+static void sort_records(kd_record *r, uint32_t n, int axis) {
+    while (n > 16) {
+        float a = rec_key(&r[0], axis), m = rec_key(&r[n / 2], axis), z = rec_key(&r[n - 1], axis);
+        float pivot = a < m ? (m < z ? m : (a < z ? z : a)) : (a < z ? a : (m < z ? z : m));
+        uint32_t i = 0, j = n - 1;
+        for (;;) {
+            while (rec_key(&r[i], axis) < pivot) i++;
+            while (rec_key(&r[j], axis) > pivot) j--;
+            if (i >= j) break;
+            kd_record tmp = r[i];
+            r[i++] = r[j];
+            r[j--] = tmp;
+        }
+        /* Recurse into the smaller side, loop on the larger: bounded stack depth. */
+        uint32_t left = j + 1;
+        if (left < n - left) {
+            sort_records(r, left, axis);
+            r += left;
+            n -= left;
+        } else {
+            sort_records(r + left, n - left, axis);
+            n = left;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        kd_record x = r[i];
+        uint32_t j = i;
+        while (j > 0 && rec_key(&r[j - 1], axis) > rec_key(&x, axis)) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = x;
+    }
+}
+
+/* Chooses the sweep axis of a node with many own objects (the axis, other than its split axis,
+ * along which they spread most), sorts them along it and records their reach. */
+static void finish_own(kd_node *n, kd_record *rec, uint32_t begin, uint32_t end, int dims,
+                       int split_axis) {
+    n->sweep = NO_SWEEP;
+    n->reach = 0.0f;
+    if (end - begin <= SWEEP_MIN) return;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t i = begin; i < end; i++) {
+        for (int k = 0; k < dims; k++) {
+            lo[k] = rec[i].min[k] < lo[k] ? rec[i].min[k] : lo[k];
+            hi[k] = rec[i].max[k] > hi[k] ? rec[i].max[k] : hi[k];
+        }
+    }
+    int axis = -1;
+    for (int k = 0; k < dims; k++)
+        if (k != split_axis && (axis < 0 || hi[k] - lo[k] > hi[axis] - lo[axis])) axis = k;
+    if (axis < 0) axis = 0;
+    sort_records(rec + begin, end - begin, axis);
+    float reach = 0.0f;
+    for (uint32_t i = begin; i < end; i++) {
+        float e = rec[i].max[axis] - rec[i].min[axis];
+        reach = e > reach ? e : reach;
+    }
+    n->sweep = (uint8_t)axis;
+    n->reach = nextafterf(reach, INFINITY); /* never below the exact largest extent */
+}
+
 static void build_node(void *p, int worker) {
     (void)worker;
     build_task *task = p;
@@ -261,7 +336,11 @@ static void build_node(void *p, int worker) {
     n->end = end;
     n->sub_end = end;
     n->child[0] = n->child[1] = NONE;
-    if (end - begin <= (uint32_t)b->leaf_size || n->depth >= b->max_depth) return;
+    n->sweep = NO_SWEEP;
+    if (end - begin <= (uint32_t)b->leaf_size || n->depth >= b->max_depth) {
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
 
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (uint32_t i = begin; i < end; i++) {
@@ -279,7 +358,10 @@ static void build_node(void *p, int worker) {
             axis = k;
         }
     }
-    if (!(extent > 0.0f)) return; /* every centre the same: nothing separates them */
+    if (!(extent > 0.0f)) { /* every centre the same: nothing separates them */
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
     float plane = lo[axis] * 0.5f + hi[axis] * 0.5f;
 
     /* Three-way partition: straddlers (kept here), then left (max < plane), then right. */
@@ -299,7 +381,10 @@ static void build_node(void *p, int worker) {
             mid++;
         }
     }
-    if (own_end == end) return; /* everything straddles: stays a leaf */
+    if (own_end == end) { /* everything straddles: stays a leaf */
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
     uint32_t ranges[2][2] = {{own_end, right}, {right, end}};
     int want = (right > own_end) + (end > right);
     uint32_t first = __atomic_fetch_add(&t->node_count, (uint32_t)want, __ATOMIC_RELAXED);
@@ -311,6 +396,7 @@ static void build_node(void *p, int worker) {
     n->axis = (uint8_t)axis;
     n->plane = plane;
     n->end = own_end;
+    finish_own(n, rec, begin, own_end, b->dims, axis);
     build_task sub[2];
     int subs = 0;
     uint32_t next = first;
@@ -576,6 +662,47 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
     }
 }
 
+/* Objects move between steps: sweep nodes are sorted again (insertion sort, since the order
+ * barely changes from one step to the next) and their reach measured again. */
+static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((refit_ctx *)p)->t;
+    int b = t->cur;
+    size_t end_node = (chunk + 1) * NODE_CHUNK;
+    if (end_node > t->node_count) end_node = t->node_count;
+    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
+        kd_node *node = &t->nodes[n];
+        if (node->sweep == NO_SWEEP) continue;
+        int s = node->sweep;
+        float *key = t->smin[b][s];
+        float reach = 0.0f;
+        for (uint32_t i = node->begin; i < node->end; i++) {
+            float e = t->smax[b][s][i] - key[i];
+            reach = e > reach ? e : reach;
+            if (i == node->begin || key[i - 1] <= key[i]) continue;
+            float mn[3], mx[3];
+            for (int a = 0; a < 3; a++) {
+                mn[a] = t->smin[b][a][i];
+                mx[a] = t->smax[b][a][i];
+            }
+            uint32_t id = t->sid[b][i], j = i;
+            for (; j > node->begin && key[j - 1] > mn[s]; j--) {
+                for (int a = 0; a < 3; a++) {
+                    t->smin[b][a][j] = t->smin[b][a][j - 1];
+                    t->smax[b][a][j] = t->smax[b][a][j - 1];
+                }
+                t->sid[b][j] = t->sid[b][j - 1];
+            }
+            for (int a = 0; a < 3; a++) {
+                t->smin[b][a][j] = mn[a];
+                t->smax[b][a][j] = mx[a];
+            }
+            t->sid[b][j] = id;
+        }
+        node->reach = nextafterf(reach, INFINITY);
+    }
+}
+
 static int bits_for(uint64_t n) {
     int b = 1;
     while (b < 63 && ((uint64_t)1 << b) < n) b++;
@@ -632,7 +759,11 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
         t->moves[count++] = (uint64_t)d << 32 | 0x80000000u | id;
     }
-    if (count == 0) return BROADPHASE_OK;
+    size_t node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
+    if (count == 0) {
+        threads_for_chunks(w->workers, node_chunks, resort_sweep_nodes, &c);
+        return BROADPHASE_OK;
+    }
 
     for (size_t n = 0; n < nodes; n++) {
         t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
@@ -658,7 +789,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     t->arrive_first[nodes] = at;
     uint32_t total = relayout(t, 0, 0);
     copy_ctx cc = {w, t, at};
-    threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &cc);
+    threads_for_chunks(w->workers, node_chunks, copy_nodes, &cc);
     for (size_t n = 0; n < nodes; n++) {
         t->nodes[n].begin = t->new_begin[n];
         t->nodes[n].end = t->new_begin[n] + t->own_count[n];
@@ -666,6 +797,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     fix_sub_end(t, 0);
     t->cur = 1 - t->cur;
     t->slot_count = total;
+    threads_for_chunks(w->workers, node_chunks, resort_sweep_nodes, &c);
     return BROADPHASE_OK;
 }
 
@@ -744,27 +876,57 @@ static void emit(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t q
     for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
 }
 
-/* Own objects [lo, hi) against the node's own objects after them (up to own_end) and against
- * the list [lb, le). */
-static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t lo, uint32_t hi,
-                     uint32_t own_end, size_t lb, size_t le) {
+/* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
+ * when `inclusive` is false). */
+static uint32_t bound(const float *key, uint32_t lo, uint32_t hi, float x, bool inclusive) {
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (inclusive ? key[mid] <= x : key[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Own objects [lo, hi) of `node` against its own objects after them and against the list
+ * [lb, le). A sorted (sweep) node narrows each query to the run that can reach it; a small one
+ * tests each own object against the whole list. */
+static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+                     uint32_t lo, uint32_t hi, size_t lb, size_t le) {
     const kdtree *t = c->t;
     int b = t->cur;
+    uint32_t own_end = node->end;
     simd_boxes list;
     for (int a = 0; a < 3; a++) {
         list.min[a] = k->lmin[a];
         list.max[a] = k->lmax[a];
     }
+    int s = node->sweep;
     for (uint32_t i = lo; i < hi; i++) {
         float qmin[3] = {t->smin[b][0][i], t->smin[b][1][i], t->smin[b][2][i]};
         float qmax[3] = {t->smax[b][0][i], t->smax[b][1][i], t->smax[b][2][i]};
         uint32_t qid = t->sid[b][i];
-        size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, i + 1, own_end, c->dims, k->hits);
+        uint32_t end =
+            s == NO_SWEEP ? own_end : bound(t->smin[b][s], i + 1, own_end, qmax[s], true);
+        size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, i + 1, end, c->dims, k->hits);
         emit(c, k, wr, qid, t->sid[b], h);
-        if (le > lb) {
+        if (s == NO_SWEEP && le > lb) {
             h = simd_box_vs_boxes(qmin, qmax, &list, lb, le, c->dims, k->hits);
             emit(c, k, wr, qid, k->lid, h);
         }
+    }
+    if (s == NO_SWEEP) return;
+    for (size_t x = lb; x < le; x++) {
+        float qmin[3] = {k->lmin[0][x], k->lmin[1][x], k->lmin[2][x]};
+        float qmax[3] = {k->lmax[0][x], k->lmax[1][x], k->lmax[2][x]};
+        /* Rounded down: an object whose min is below this ends before the query begins. */
+        float from = nextafterf(qmin[s] - node->reach, -INFINITY);
+        uint32_t first = bound(t->smin[b][s], lo, hi, from, false);
+        uint32_t last = bound(t->smin[b][s], first, hi, qmax[s], true);
+        if (first == last) continue;
+        size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, first, last, c->dims, k->hits);
+        emit(c, k, wr, k->lid[x], t->sid[b], h);
     }
 }
 
@@ -787,7 +949,7 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
         k->failed = wr->failed = true;
         return;
     }
-    test_own(c, k, wr, node->begin, node->end, node->end, lb, le);
+    test_own(c, k, wr, node, node->begin, node->end, lb, le);
     if (is_leaf(node)) return;
     int axis = node->axis;
     float plane = node->plane;
@@ -856,7 +1018,7 @@ static void search_job(size_t job, int worker, void *p) {
         if (!worker_reserve(k, n0, (own > n0 ? own : n0) + 1, false))
             k->failed = wr.failed = true;
         else
-            test_own(c, k, &wr, j->lo, j->hi, node->end, 0, n0);
+            test_own(c, k, &wr, node, j->lo, j->hi, 0, n0);
     }
     pairs_writer_end(&wr);
 }
@@ -943,6 +1105,9 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             assert(w->kind[id] != OBJECT_FREE);
             for (int k = 0; k < dims; k++) assert(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
         }
+        if (node->sweep != NO_SWEEP)
+            for (uint32_t s = node->begin + 1; s < node->end; s++)
+                assert(t->smin[b][node->sweep][s - 1] <= t->smin[b][node->sweep][s]);
         seen += node->end - node->begin;
         for (int s = 0; s < 2; s++) {
             if (node->child[s] == NONE) continue;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef enum scene_kind {
-    SCENE_UNIFORM,   /* 3D boxes, centres uniform in [0,L)^3, L = cbrt(n/0.075), half-extents [0.5,1) */
+    SCENE_UNIFORM,   /* 3D boxes, centres in [0,L)^3, L = cbrt(n/0.075), half-extents [0.5,1) */
     SCENE_CLUSTERED, /* 64 Gaussian clusters, centres uniform in the same cube, sigma L/16 */
     SCENE_MIXED,     /* uniform; every 100th object 20x larger, every 10 000th 200x larger */
     SCENE_MOVING,    /* uniform at frame 0, velocity [-0.05,0.05) per axis, reflecting walls */
@@ -37,8 +37,8 @@ typedef struct scene {
     float *center[3], *radius;
     float *velocity[3]; /* per frame, moving scenes only (NULL otherwise) */
     uint64_t frame;
-    float *half[3];     /* box half-extents per axis, moving scenes only (NULL otherwise) */
-    void *scratch;      /* gather buffers for mixed-shape scenes, owned by scenes.c */
+    float *half[3]; /* box half-extents per axis, moving scenes only (NULL otherwise) */
+    void *scratch;  /* gather buffers for mixed-shape scenes, owned by scenes.c */
 } scene;
 /* Sphere objects also carry their bounding box in min/max, rounded outwards so that it contains
  * the exact sphere; in 2D scenes the z columns are all zero. */
