@@ -67,7 +67,7 @@ static inline void naive_pairs(const scene *s, const uint32_t *ids, pair_list *o
             if (hit) pair_list_push(out, ids[i], ids[j]);
         }
     }
-    qsort(out->data, out->count, sizeof *out->data, pair_compare);
+    if (out->count) qsort(out->data, out->count, sizeof *out->data, pair_compare);
 }
 
 /* True when equal; otherwise reports the first difference (missing from or extra in `got`). */

@@ -100,7 +100,7 @@ static void model_pairs(const model *m, pair_list *out) {
             if (hit) pair_list_push(out, (uint32_t)i, (uint32_t)j);
         }
     }
-    qsort(out->data, out->count, sizeof *out->data, pair_compare);
+    if (out->count) qsort(out->data, out->count, sizeof *out->data, pair_compare);
 }
 
 /* One random shape near (or, for a teleport, anywhere in) a world of side `side`. */

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds and runs every test in four configurations: release (gcc, warnings as errors), portable
+# (SIMDe baseline kernels, OpenMP off), ThreadSanitizer (clang + libomp + Archer) and
+# AddressSanitizer + UndefinedBehaviorSanitizer (clang, tree invariants checked every step).
+# Usage: bash tests/run_all.sh [build-root]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=${1:-build}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+configure_and_build() {
+    local dir=$1
+    shift
+    cmake -S . -B "$root/$dir" -DBROADPHASE_WERROR=ON "$@" >/dev/null
+    cmake --build "$root/$dir" -j "$jobs"
+}
+
+echo "== release (gcc) =="
+configure_and_build release -DCMAKE_BUILD_TYPE=Release
+ctest --test-dir "$root/release" -j "$jobs" --output-on-failure
+
+echo "== portable (baseline SIMD, no OpenMP) =="
+configure_and_build portable -DCMAKE_BUILD_TYPE=Release -DBROADPHASE_SIMD=BASELINE \
+    -DBROADPHASE_OPENMP=OFF -DBROADPHASE_BENCHMARKS=OFF
+ctest --test-dir "$root/portable" -j "$jobs" --output-on-failure
+
+echo "== address + undefined sanitizers (clang, deep validation) =="
+CC=clang CXX=clang++ configure_and_build asan -DBROADPHASE_SANITIZE=address \
+    -DBROADPHASE_DEEP_VALIDATE=ON -DBROADPHASE_BENCHMARKS=OFF
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+    UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$root/asan" -j "$jobs" --output-on-failure
+
+echo "== thread sanitizer (clang + libomp + Archer) =="
+archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$archer" ]; then
+    echo "libarcher.so not found (install libomp-14-dev)" >&2
+    exit 1
+fi
+CC=clang CXX=clang++ configure_and_build tsan -DBROADPHASE_SANITIZE=thread -DBROADPHASE_BENCHMARKS=OFF
+OMP_TOOL_LIBRARIES=$archer TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1" \
+    ctest --test-dir "$root/tsan" -j "$jobs" --output-on-failure
