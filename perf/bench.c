@@ -1,6 +1,8 @@
 /* The C side of the benchmark suite: the table of cases (scene x size x method x update policy x
  * threads) and the calls that set a case up, step one frame, read its counters and tear it
  * down. bench_shim.cc registers one Google Benchmark per case and declares these functions. */
+#include "bench.h"
+
 #include "broadphase.h"
 #include "scenes.h"
 
@@ -34,25 +36,6 @@ typedef struct bench_run {
     double update_ms, search_ms, output_ms;
     uint64_t rebuilds_at_reset, rebuilds;
 } bench_run;
-
-/* Declared again in bench_shim.cc (a C++ file cannot include this one); keep the two in step. */
-size_t bench_case_count(void);
-const char *bench_case_name(size_t i);
-size_t bench_case_objects(size_t i);
-int bench_case_threads(size_t i);
-int bench_hardware_threads(void);
-bench_run *bench_setup(size_t i, char *error, size_t error_size);
-int bench_is_moving(const bench_run *r);
-void bench_advance(bench_run *r);
-int bench_frame(bench_run *r);
-const char *bench_status_string(int status);
-void bench_reset_totals(bench_run *r);
-double bench_last_pairs(const bench_run *r);
-double bench_mean_update_ms(const bench_run *r);
-double bench_mean_search_ms(const bench_run *r);
-double bench_mean_output_ms(const bench_run *r);
-double bench_rebuilds_per_frame(const bench_run *r);
-void bench_teardown(bench_run *r);
 
 static bench_case bench_cases[512];
 static size_t bench_cases_count;

@@ -8,27 +8,7 @@
 
 #include "broadphase.h"
 
-extern "C" {
-// Defined in bench.c; keep these declarations identical to the ones there.
-typedef struct bench_run bench_run;
-size_t bench_case_count(void);
-const char *bench_case_name(size_t i);
-size_t bench_case_objects(size_t i);
-int bench_case_threads(size_t i);
-int bench_hardware_threads(void);
-bench_run *bench_setup(size_t i, char *error, size_t error_size);
-int bench_is_moving(const bench_run *r);
-void bench_advance(bench_run *r);
-int bench_frame(bench_run *r);
-const char *bench_status_string(int status);
-void bench_reset_totals(bench_run *r);
-double bench_last_pairs(const bench_run *r);
-double bench_mean_update_ms(const bench_run *r);
-double bench_mean_search_ms(const bench_run *r);
-double bench_mean_output_ms(const bench_run *r);
-double bench_rebuilds_per_frame(const bench_run *r);
-void bench_teardown(bench_run *r);
-}
+#include "bench.h"
 
 namespace {
 

@@ -169,6 +169,17 @@ static size_t pick_live(const model *m, uint64_t *rng) {
     }
 }
 
+/* n different live ids, chosen at random. */
+static void pick_distinct_live(const model *m, uint64_t *rng, uint32_t *ids, size_t n) {
+    size_t k = 0;
+    while (k < n) {
+        uint32_t id = (uint32_t)pick_live(m, rng);
+        bool dup = false;
+        for (size_t j = 0; j < k; j++) dup |= ids[j] == id;
+        if (!dup) ids[k++] = id;
+    }
+}
+
 static size_t live_count(const model *m) {
     size_t n = 0;
     for (size_t i = 0; i < m->capacity; i++) n += m->live[i];
@@ -203,26 +214,14 @@ static void interleaved(int dims) {
                 apply(w, WORLDS, &m, ids, n, sphere, true, mn, mx, c, r);
             } else if (u < 0.55f && live > n) {
                 /* Remove n distinct live objects. */
-                size_t k = 0;
-                while (k < n) {
-                    uint32_t id = (uint32_t)pick_live(&m, &rng);
-                    bool dup = false;
-                    for (size_t j = 0; j < k; j++) dup |= ids[j] == id;
-                    if (!dup) ids[k++] = id;
-                }
+                pick_distinct_live(&m, &rng, ids, n);
                 for (int i = 0; i < WORLDS; i++)
                     CHECK_EQ_INT(broadphase_remove(w[i], n, ids), BROADPHASE_OK);
                 for (size_t j = 0; j < n; j++) m.live[ids[j]] = false;
             } else if (live > n) {
                 /* Move n distinct objects: mostly small steps, sometimes teleports, sometimes a
                  * change of shape. */
-                size_t k = 0;
-                while (k < n) {
-                    uint32_t id = (uint32_t)pick_live(&m, &rng);
-                    bool dup = false;
-                    for (size_t j = 0; j < k; j++) dup |= ids[j] == id;
-                    if (!dup) ids[k++] = id;
-                }
+                pick_distinct_live(&m, &rng, ids, n);
                 bool teleport = scene_uniform(&rng) < 0.2f;
                 for (size_t i = 0; i < n; i++) {
                     uint32_t id = ids[i];
