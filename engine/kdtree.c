@@ -26,6 +26,8 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over slots */
     NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
+    REFIT_AHEAD = 16,       /* slots the refit fetches ahead of the one it reads */
+    LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
 };
 
 typedef struct kd_node {
@@ -40,6 +42,9 @@ typedef struct kd_node {
      * reach is the largest extent among them on that axis; NO_SWEEP otherwise. */
     uint8_t sweep;
     float reach;
+    /* Sweep nodes only: the span of their objects along the split axis, so that a descendant's
+     * cell beyond it skips them (see ancestors_list). */
+    float slab_lo, slab_hi;
 } kd_node;
 
 enum { NO_SWEEP = 3, SWEEP_MIN = 32 };
@@ -62,7 +67,7 @@ typedef struct kd_worker {
     float *lmax[3];
     uint32_t *lid;
     size_t list_capacity;
-    uint32_t *hits, *ids, *scratch;
+    uint32_t *hits, *rows, *ids, *scratch; /* rows: the row of each hit of a pair kernel */
     size_t hit_capacity;
     uint64_t allocations;
     size_t bytes;
@@ -89,14 +94,14 @@ typedef struct kdtree {
     size_t node_of_capacity;
     uint32_t *dest; /* by slot: the node it moves to during a refit, or DEAD */
     size_t dest_capacity;
+    uint32_t *slot_node; /* by slot: the node holding it (node_of in tree order, read in order) */
+    size_t slot_node_capacity;
 
     /* Refit scratch, by node and by mover. */
     uint32_t *own_count, *new_begin, *arrive_first;
     size_t own_count_capacity, new_begin_capacity, arrive_first_capacity;
     uint64_t *moves, *moves_tmp;
     size_t move_capacity, moves_tmp_capacity;
-    void *sort_hist;
-    size_t sort_hist_bytes;
     size_t *chunk_count;
     size_t chunk_capacity;
 
@@ -321,6 +326,8 @@ static void finish_own(kd_node *n, kd_record *rec, uint32_t begin, uint32_t end,
         reach = e > reach ? e : reach;
     }
     n->sweep = (uint8_t)axis;
+    n->slab_lo = split_axis < 0 ? -INFINITY : lo[split_axis];
+    n->slab_hi = split_axis < 0 ? INFINITY : hi[split_axis];
     n->reach = nextafterf(reach, INFINITY); /* never below the exact largest extent */
 }
 
@@ -450,9 +457,12 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
     size_t end = (chunk + 1) * NODE_CHUNK;
     if (end > t->node_count) end = t->node_count;
     const uint32_t *sid = t->sid[t->cur];
-    for (size_t n = chunk * NODE_CHUNK; n < end; n++)
-        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
+    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
+        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++) {
             t->node_of[sid[s]] = (uint32_t)n;
+            t->slot_node[s] = (uint32_t)n;
+        }
+    }
 }
 
 static void fix_sub_end(kdtree *t, uint32_t n) {
@@ -505,7 +515,9 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
                     0) ||
         !world_grow(w, (void **)&t->records, &t->record_capacity, w->live_count + 1,
                     sizeof(kd_record), 0) ||
-        !slots_reserve(w, t, w->live_count) || !id_tables_reserve(w, t))
+        !slots_reserve(w, t, w->live_count) || !id_tables_reserve(w, t) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slot_capacity + 1,
+                    sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     gather_ctx g = {w, t};
     threads_for_chunks(w->workers, chunks, count_live, &g);
@@ -569,8 +581,17 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     if (end > t->slot_count) end = t->slot_count;
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
+        /* Slots are in tree order and the world's columns in id order: every read below is a
+         * cache miss unless fetched ahead. */
+        uint32_t ahead = t->sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
+        for (int k = 0; k < 3; k++) {
+            __builtin_prefetch(&w->min[k][ahead]);
+            __builtin_prefetch(&w->max[k][ahead]);
+        }
         uint32_t id = t->sid[b][s];
-        if (w->kind[id] == OBJECT_FREE) {
+        /* Free ids hold the world's sentinels (min = +inf), so the kind column need not be
+         * read: one cache line fewer per object. */
+        if (w->min[0][id] == INFINITY) {
             t->dest[s] = DEAD;
             movers++;
             continue;
@@ -580,7 +601,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             mn[k] = t->smin[b][k][s] = w->min[k][id];
             mx[k] = t->smax[b][k][s] = w->max[k][id];
         }
-        uint32_t n = t->node_of[id];
+        uint32_t n = t->slot_node[s];
         uint32_t d = n;
         if (!in_cell(&t->nodes[n], mn, mx, dims) || sink_step(&t->nodes[n], mn, mx) != NONE)
             d = rehome(t->nodes, n, mn, mx, dims);
@@ -597,10 +618,9 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slot_count) end = t->slot_count;
     uint64_t *out = t->moves + t->chunk_count[chunk];
-    const uint32_t *sid = t->sid[t->cur];
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s];
-        if (d != t->node_of[sid[s]]) *out++ = (uint64_t)d << 32 | s;
+        if (d != t->slot_node[s]) *out++ = (uint64_t)d << 32 | s;
     }
 }
 
@@ -643,6 +663,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
                 t->smin[to][k][dst] = t->smin[from][k][s];
                 t->smax[to][k][dst] = t->smax[from][k][s];
             }
+            t->slot_node[dst] = (uint32_t)n;
             t->sid[to][dst++] = id;
         }
         size_t first = t->arrive_first[n];
@@ -656,6 +677,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
                 t->smin[to][k][dst] = inserted ? w->min[k][id] : t->smin[from][k][s];
                 t->smax[to][k][dst] = inserted ? w->max[k][id] : t->smax[from][k][s];
             }
+            t->slot_node[dst] = (uint32_t)n;
             t->sid[to][dst++] = id;
             t->node_of[id] = (uint32_t)n;
         }
@@ -674,6 +696,16 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
         kd_node *node = &t->nodes[n];
         if (node->sweep == NO_SWEEP) continue;
         int s = node->sweep;
+        if (!is_leaf(node)) {
+            float lo = INFINITY, hi = -INFINITY;
+            const float *mn = t->smin[b][node->axis], *mx = t->smax[b][node->axis];
+            for (uint32_t i = node->begin; i < node->end; i++) {
+                lo = mn[i] < lo ? mn[i] : lo;
+                hi = mx[i] > hi ? mx[i] : hi;
+            }
+            node->slab_lo = lo;
+            node->slab_hi = hi;
+        }
         float *key = t->smin[b][s];
         float reach = 0.0f;
         for (uint32_t i = node->begin; i < node->end; i++) {
@@ -703,12 +735,6 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
     }
 }
 
-static int bits_for(uint64_t n) {
-    int b = 1;
-    while (b < 63 && ((uint64_t)1 << b) < n) b++;
-    return b;
-}
-
 static broadphase_status refit(broadphase_world *w, kdtree *t) {
     int dims = w->config.dimensions;
     size_t chunks = (t->slot_count + SLOT_CHUNK - 1) / SLOT_CHUNK;
@@ -717,6 +743,8 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
                     0) ||
         !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slot_count + 1, sizeof(uint32_t),
                     0) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slot_capacity + 1,
+                    sizeof(uint32_t), t->slot_count) ||
         !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, nodes + 1, sizeof(uint32_t),
                     0) ||
         !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, nodes + 1, sizeof(uint32_t),
@@ -737,15 +765,13 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
      * step, never makes a step allocate. */
     size_t need = t->slot_count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
-        !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0) ||
-        !world_grow(w, &t->sort_hist, &t->sort_hist_bytes, threads_radix_scratch_size(w->workers),
-                    1, 0))
+        !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
 
-    /* A move key is (destination node << 32 | source); the source is a slot, or an id with the
-     * top bit set for an object new to the tree. Sorting the keys groups arrivals by node in a
-     * fixed order. */
+    /* A move is (destination node << 32 | source); the source is a slot, or an id with the top
+     * bit set for an object new to the tree. Moves come in a fixed order (slots ascending, then
+     * w->added), which the grouping by node below keeps. */
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
@@ -769,24 +795,35 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
         t->arrive_first[n] = 0;
     }
-    const uint32_t *sid = t->sid[t->cur];
     for (size_t m = 0; m < count; m++) {
         uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
-        if (!(src & 0x80000000u)) t->own_count[t->node_of[sid[src]]]--;
+        if (!(src & 0x80000000u)) t->own_count[t->slot_node[src]]--;
         if (d != DEAD) {
             t->own_count[d]++;
             t->arrive_first[d]++;
         }
     }
-    threads_radix_sort_u64(w->workers, t->moves, t->moves_tmp, count, 32 + bits_for(DEAD + 1ull),
-                           t->sort_hist);
     uint32_t at = 0;
     for (size_t n = 0; n < nodes; n++) {
         uint32_t k = t->arrive_first[n];
         t->arrive_first[n] = at;
         at += k;
     }
-    t->arrive_first[nodes] = at;
+    /* Arrivals grouped by node in one stable pass (a counting sort: the counts are above), far
+     * cheaper than sorting the keys; each node's cursor ends where the next node's run starts,
+     * so shifting the cursors by one node restores the starts. */
+    for (size_t m = 0; m < count; m++) {
+        uint32_t d = (uint32_t)(t->moves[m] >> 32);
+        if (d != DEAD) t->moves_tmp[t->arrive_first[d]++] = t->moves[m];
+    }
+    for (size_t n = nodes; n > 0; n--) t->arrive_first[n] = t->arrive_first[n - 1];
+    t->arrive_first[0] = 0;
+    uint64_t *sorted = t->moves_tmp;
+    size_t sorted_capacity = t->moves_tmp_capacity;
+    t->moves_tmp = t->moves;
+    t->moves_tmp_capacity = t->move_capacity;
+    t->moves = sorted;
+    t->move_capacity = sorted_capacity;
     uint32_t total = relayout(t, 0, 0);
     copy_ctx cc = {w, t, at};
     threads_for_chunks(w->workers, node_chunks, copy_nodes, &cc);
@@ -835,20 +872,22 @@ static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need, bool
     if (hit_need > k->hit_capacity) {
         size_t cap = exact ? 0 : k->hit_capacity * 2;
         if (cap < hit_need) cap = hit_need;
-        if (cap < 256) cap = 256;
+        /* Room for many short rows, so that a pair kernel call covers a whole small node. */
+        if (cap < 1024) cap = 1024;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
-        uint32_t *block = aligned_alloc(64, stride * 3 * sizeof(uint32_t));
+        uint32_t *block = aligned_alloc(64, stride * 4 * sizeof(uint32_t));
         if (!block) return false;
         if (k->hits) {
             free(k->hits);
-            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 3 * sizeof(uint32_t);
+            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 4 * sizeof(uint32_t);
         }
         k->hits = block;
-        k->ids = block + stride;
-        k->scratch = block + 2 * stride;
+        k->rows = block + stride;
+        k->ids = block + 2 * stride;
+        k->scratch = block + 3 * stride;
         k->hit_capacity = cap;
         k->allocations++;
-        k->bytes += stride * 3 * sizeof(uint32_t);
+        k->bytes += stride * 4 * sizeof(uint32_t);
     }
     return true;
 }
@@ -876,52 +915,171 @@ static void emit(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t q
     for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
 }
 
-/* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
- * when `inclusive` is false). */
-static uint32_t bound(const float *key, uint32_t lo, uint32_t hi, float x, bool inclusive) {
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (inclusive ? key[mid] <= x : key[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
+/* Emits the pairs a pair kernel found: (row_id[rows[j]], col_id[hits[j]]), grouped by row. */
+static void emit_pairs(const search_ctx *c, kd_worker *k, pairs_writer *wr, const uint32_t *row_id,
+                       const uint32_t *col_id, size_t h) {
+    if (h == 0) return;
+    if (c->w->sphere_count == 0) {
+        if (!pairs_writer_reserve(wr, h)) return;
+        for (size_t j = 0; j < h; j++)
+            pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
+        return;
     }
-    return lo;
+    for (size_t j = 0; j < h;) {
+        uint32_t r = k->rows[j];
+        size_t m = 0;
+        for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
+        uint32_t qid = row_id[r];
+        m = world_exact_filter(c->w, qid, k->ids, m, k->ids, k->scratch);
+        if (!pairs_writer_reserve(wr, m)) return;
+        for (size_t x = 0; x < m; x++) pairs_writer_push(wr, qid, k->ids[x]);
+    }
 }
 
-/* Own objects [lo, hi) of `node` against its own objects after them and against the list
- * [lb, le). A sorted (sweep) node narrows each query to the run that can reach it; a small one
- * tests each own object against the whole list. */
-static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
-                     uint32_t lo, uint32_t hi, size_t lb, size_t le) {
-    const kdtree *t = c->t;
-    int b = t->cur;
+/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
+static inline float next_down(float x) {
+    if (x == -INFINITY) return x;
+    if (x == 0.0f) return -0x1p-149f;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = x > 0.0f ? u - 1u : u + 1u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* nextafterf(x, INFINITY) for x not NaN. */
+static inline float next_up(float x) {
+    return -next_down(-x);
+}
+
+/* An internal node's objects straddle its plane, so they span a thin slab along its axis, and
+ * most of the list [*lb, *le) misses it: two selections keep the entries that reach the slab of
+ * own objects [lo, hi) (min <= its top, then max >= its bottom), placed after *le, where the
+ * children's lists go later, and the range is narrowed to them. False on out of memory. */
+static bool narrow_list(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+                        uint32_t lo, uint32_t hi, size_t *lb, size_t *le) {
+    int x = node->axis;
+    float slab_lo = INFINITY, slab_hi = -INFINITY;
+    for (uint32_t i = lo; i < hi; i++) {
+        slab_lo = c->slots.min[x][i] < slab_lo ? c->slots.min[x][i] : slab_lo;
+        slab_hi = c->slots.max[x][i] > slab_hi ? c->slots.max[x][i] : slab_hi;
+    }
+    size_t len = *le - *lb;
+    if (!worker_reserve(k, *le + 2 * len + 2 * SIMD_PAD, 0, false)) {
+        k->failed = wr->failed = true;
+        return false;
+    }
+    simd_boxes all;
+    for (int a = 0; a < 3; a++) {
+        all.min[a] = k->lmin[a];
+        all.max[a] = k->lmax[a];
+    }
+    size_t first = *le;
+    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, next_up(slab_hi), 0,
+                                     k->lmin, k->lmax, k->lid, first);
+    size_t second = first + below + SIMD_PAD;
+    size_t kept = simd_boxes_select(&all, k->lid, first, first + below, c->dims, x,
+                                    next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
+    *lb = second;
+    *le = second + kept;
+    return true;
+}
+
+/* A small node's own objects [lo, hi) against each other (and those up to own_end) and against
+ * the list [lb, le), with the pair kernels: a few calls per node instead of two per object. The
+ * shorter side becomes the rows, since each row costs its width rounded up to 8. */
+static void test_small_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+                           uint32_t lo, uint32_t hi, size_t lb, size_t le) {
     uint32_t own_end = node->end;
+    const kdtree *t = c->t;
+    const uint32_t *sid = t->sid[t->cur];
+    size_t cap = k->hit_capacity + SIMD_PAD;
+    for (size_t r = lo; r < hi;) {
+        size_t h = simd_boxes_pairs_within(&c->slots, r, hi, c->dims, k->rows, k->hits, cap, &r);
+        emit_pairs(c, k, wr, sid, sid, h);
+    }
+    for (size_t r = lo; r < hi && hi < own_end;) {
+        size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &c->slots, hi, own_end, c->dims,
+                                             k->rows, k->hits, cap, &r);
+        emit_pairs(c, k, wr, sid, sid, h);
+    }
+    if (le <= lb || hi <= lo) return;
+    if (!is_leaf(node) && le - lb > LIST_NARROW_MIN &&
+        !narrow_list(c, k, wr, node, lo, hi, &lb, &le))
+        return;
+    if (le <= lb) return;
     simd_boxes list;
     for (int a = 0; a < 3; a++) {
         list.min[a] = k->lmin[a];
         list.max[a] = k->lmax[a];
     }
+    size_t own = hi - lo, len = le - lb;
+    if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
+        for (size_t r = lo; r < hi;) {
+            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &list, lb, le, c->dims, k->rows,
+                                                 k->hits, cap, &r);
+            emit_pairs(c, k, wr, sid, k->lid, h);
+        }
+    } else {
+        for (size_t r = lb; r < le;) {
+            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &c->slots, lo, hi, c->dims, k->rows,
+                                                 k->hits, cap, &r);
+            emit_pairs(c, k, wr, k->lid, sid, h);
+        }
+    }
+}
+
+/* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
+ * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the
+ * time. */
+static inline uint32_t bound(const float *key, uint32_t lo, uint32_t hi, float x, bool inclusive) {
+    if (lo >= hi) return lo;
+    const float *base = key + lo;
+    uint32_t len = hi - lo;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        bool below = inclusive ? base[half] <= x : base[half] < x;
+        base = below ? base + half : base;
+        len -= half;
+    }
+    bool below = inclusive ? *base <= x : *base < x;
+    return (uint32_t)(base - key) + below;
+}
+
+/* Own objects [lo, hi) of `node` against its own objects after them and against the list
+ * [lb, le). An internal node first narrows the list to the entries that reach its objects' slab.
+ * A sorted (sweep) node then narrows each query to the run that can reach it; a small one tests
+ * its objects against the list with the pair kernels. */
+static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+                     uint32_t lo, uint32_t hi, size_t lb, size_t le) {
+    const kdtree *t = c->t;
+    int b = t->cur;
+    uint32_t own_end = node->end;
     int s = node->sweep;
+    if (s == NO_SWEEP) {
+        test_small_own(c, k, wr, node, lo, hi, lb, le);
+        return;
+    }
     for (uint32_t i = lo; i < hi; i++) {
         float qmin[3] = {t->smin[b][0][i], t->smin[b][1][i], t->smin[b][2][i]};
         float qmax[3] = {t->smax[b][0][i], t->smax[b][1][i], t->smax[b][2][i]};
         uint32_t qid = t->sid[b][i];
-        uint32_t end =
-            s == NO_SWEEP ? own_end : bound(t->smin[b][s], i + 1, own_end, qmax[s], true);
+        /* The run is short (objects within one extent along the sweep axis) and it is tested
+         * right after, so walking it beats a search. */
+        const float *key = t->smin[b][s];
+        uint32_t end = i + 1;
+        while (end < own_end && key[end] <= qmax[s]) end++;
         size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, i + 1, end, c->dims, k->hits);
         emit(c, k, wr, qid, t->sid[b], h);
-        if (s == NO_SWEEP && le > lb) {
-            h = simd_box_vs_boxes(qmin, qmax, &list, lb, le, c->dims, k->hits);
-            emit(c, k, wr, qid, k->lid, h);
-        }
     }
-    if (s == NO_SWEEP) return;
+    if (le <= lb || hi <= lo) return;
+    if (!is_leaf(node) && !narrow_list(c, k, wr, node, lo, hi, &lb, &le)) return;
     for (size_t x = lb; x < le; x++) {
-        float qmin[3] = {k->lmin[0][x], k->lmin[1][x], k->lmin[2][x]};
-        float qmax[3] = {k->lmax[0][x], k->lmax[1][x], k->lmax[2][x]};
+        /* In 2D the list's z columns are not copied. */
+        float qmin[3] = {k->lmin[0][x], k->lmin[1][x], c->dims == 3 ? k->lmin[2][x] : 0.0f};
+        float qmax[3] = {k->lmax[0][x], k->lmax[1][x], c->dims == 3 ? k->lmax[2][x] : 0.0f};
         /* Rounded down: an object whose min is below this ends before the query begins. */
-        float from = nextafterf(qmin[s] - node->reach, -INFINITY);
+        float from = next_down(qmin[s] - node->reach);
         uint32_t first = bound(t->smin[b][s], lo, hi, from, false);
         uint32_t last = bound(t->smin[b][s], first, hi, qmax[s], true);
         if (first == last) continue;
@@ -955,23 +1113,22 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
     float plane = node->plane;
     for (int side = 0; side < 2; side++) {
         if (node->child[side] == NONE) continue;
-        if (!worker_reserve(k, le + (le - lb) + own, 0, false)) {
+        if (!worker_reserve(k, le + (le - lb) + own + SIMD_PAD, 0, false)) {
             k->failed = wr->failed = true;
             return;
         }
-        size_t at = le;
-        const float *const lmin[3] = {k->lmin[0], k->lmin[1], k->lmin[2]};
-        const float *const lmax[3] = {k->lmax[0], k->lmax[1], k->lmax[2]};
         /* An object reaches the left child only if its min is below the plane (the child's
          * objects all end before it), the right child only if its max is above. */
-        for (size_t i = lb; i < le; i++)
-            if (side == 0 ? lmin[axis][i] < plane : lmax[axis][i] > plane)
-                list_push(k, at++, lmin, lmax, k->lid, i);
-        const float *const smin[3] = {t->smin[b][0], t->smin[b][1], t->smin[b][2]};
-        const float *const smax[3] = {t->smax[b][0], t->smax[b][1], t->smax[b][2]};
-        for (uint32_t i = node->begin; i < node->end; i++)
-            if (side == 0 ? smin[axis][i] < plane : smax[axis][i] > plane)
-                list_push(k, at++, smin, smax, t->sid[b], i);
+        simd_boxes list;
+        for (int a = 0; a < 3; a++) {
+            list.min[a] = k->lmin[a];
+            list.max[a] = k->lmax[a];
+        }
+        size_t at = le;
+        at += simd_boxes_select(&list, k->lid, lb, le, c->dims, axis, plane, side, k->lmin, k->lmax,
+                                k->lid, at);
+        at += simd_boxes_select(&c->slots, t->sid[b], node->begin, node->end, c->dims, axis, plane,
+                                side, k->lmin, k->lmax, k->lid, at);
         search_node(c, k, wr, node->child[side], le, at);
     }
 }
@@ -986,15 +1143,29 @@ static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool
     size_t at = 0;
     for (uint32_t a = target->parent; a != NONE; a = t->nodes[a].parent) {
         const kd_node *anc = &t->nodes[a];
-        if (!worker_reserve(k, at + (anc->end - anc->begin), 0, false)) {
+        if (!worker_reserve(k, at + (anc->end - anc->begin) + 1, 0, false)) {
             *ok = false;
             return 0;
         }
-        for (uint32_t i = anc->begin; i < anc->end; i++) {
+        /* Objects reach the cell when min < cell_hi and max > cell_lo on every axis. A sorted
+         * ancestor's objects that reach it on its sweep axis (max above cell_lo, so min above
+         * cell_lo - reach; min below cell_hi) form one run. */
+        uint32_t first = anc->begin, last = anc->end;
+        int s = anc->sweep;
+        if (s != NO_SWEEP) {
+            /* None reach when the cell lies beyond the span of the ancestor's objects along its
+             * split axis: only the nearest ancestors split on each axis usually remain. */
+            int x = anc->axis;
+            if (!(anc->slab_lo < target->cell_hi[x] && anc->slab_hi > target->cell_lo[x])) continue;
+            first = bound(smin[s], first, last, next_down(target->cell_lo[s] - anc->reach), false);
+            last = bound(smin[s], first, last, target->cell_hi[s], false);
+        }
+        for (uint32_t i = first; i < last; i++) {
             bool reaches = true;
             for (int d = 0; d < c->dims; d++)
-                reaches &= smin[d][i] < target->cell_hi[d] && smax[d][i] > target->cell_lo[d];
-            if (reaches) list_push(k, at++, smin, smax, t->sid[b], i);
+                reaches &= (smin[d][i] < target->cell_hi[d]) & (smax[d][i] > target->cell_lo[d]);
+            list_push(k, at, smin, smax, t->sid[b], i);
+            at += reaches;
         }
     }
     return at;
@@ -1087,35 +1258,47 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
 /* ---- the step ------------------------------------------------------------------------------- */
 
 #ifdef BROADPHASE_DEEP_VALIDATE
-#include <assert.h>
+#include <stdio.h>
+/* On in tests whatever NDEBUG says: a broken invariant is a library bug, so stop loudly. */
+#define KD_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: tree invariant broken: %s\n", __FILE__, __LINE__, #cond);      \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 /* Every object inside its node's cell, node ranges nested as laid out, node_of consistent. */
 static void validate(const broadphase_world *w, const kdtree *t) {
     int b = t->cur, dims = w->config.dimensions;
     size_t seen = 0;
     for (uint32_t n = 0; n < t->node_count; n++) {
         const kd_node *node = &t->nodes[n];
-        assert(node->begin <= node->end && node->end <= node->sub_end);
-        assert(node->sub_end <= t->slot_count);
+        KD_CHECK(node->begin <= node->end && node->end <= node->sub_end);
+        KD_CHECK(node->sub_end <= t->slot_count);
         for (uint32_t s = node->begin; s < node->end; s++) {
             uint32_t id = t->sid[b][s];
             float mn[3] = {t->smin[b][0][s], t->smin[b][1][s], t->smin[b][2][s]};
             float mx[3] = {t->smax[b][0][s], t->smax[b][1][s], t->smax[b][2][s]};
-            assert(in_cell(node, mn, mx, dims));
-            assert(t->node_of[id] == n);
-            assert(w->kind[id] != OBJECT_FREE);
-            for (int k = 0; k < dims; k++) assert(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
+            KD_CHECK(in_cell(node, mn, mx, dims));
+            KD_CHECK(t->node_of[id] == n);
+            KD_CHECK(t->slot_node[s] == n);
+            if (node->sweep != NO_SWEEP && !is_leaf(node))
+                KD_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
+            KD_CHECK(w->kind[id] != OBJECT_FREE);
+            for (int k = 0; k < dims; k++)
+                KD_CHECK(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)
-                assert(t->smin[b][node->sweep][s - 1] <= t->smin[b][node->sweep][s]);
+                KD_CHECK(t->smin[b][node->sweep][s - 1] <= t->smin[b][node->sweep][s]);
         seen += node->end - node->begin;
         for (int s = 0; s < 2; s++) {
             if (node->child[s] == NONE) continue;
             const kd_node *c = &t->nodes[node->child[s]];
-            assert(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
+            KD_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
         }
     }
-    assert(seen == t->slot_count && seen == w->live_count);
+    KD_CHECK(seen == t->slot_count && seen == w->live_count);
 }
 #endif
 
@@ -1184,12 +1367,12 @@ void kdtree_destroy(broadphase_world *w) {
     world_free(w, t->records, t->record_capacity * sizeof(kd_record));
     world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
     world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
+    world_free(w, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
     world_free(w, t->own_count, t->own_count_capacity * sizeof(uint32_t));
     world_free(w, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
     world_free(w, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
     world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
     world_free(w, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
-    world_free(w, t->sort_hist, t->sort_hist_bytes);
     world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));
     world_free(w, t->jobs, t->job_capacity * sizeof(kd_job));
     world_free(w, t, sizeof *t);

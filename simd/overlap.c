@@ -80,6 +80,69 @@ size_t simd_box_vs_boxes_scalar(const float qmin[3], const float qmax[3], const 
     return simd_box_scan(qmin, qmax, boxes, begin, end, 2, hits);
 }
 
+/* Many against many, with the wide kernel's row rule: a row starts only with its width +
+ * SIMD_PAD free (the scalar loop needs no padding, but both must stop at the same row). */
+static inline size_t simd_pairs_scan(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const simd_boxes *b, size_t b_begin, size_t b_end, int within,
+                                     int dims, uint32_t *rows, uint32_t *cols, size_t capacity,
+                                     size_t *a_next) {
+    size_t n = 0, r = a_begin;
+    for (; r < a_end; r++) {
+        size_t lo = within ? r + 1 : b_begin;
+        if (lo >= b_end) continue;
+        if (capacity - n < b_end - lo + SIMD_PAD) break;
+        float qmin[3] = {a->min[0][r], a->min[1][r], dims == 3 ? a->min[2][r] : 0.0f};
+        float qmax[3] = {a->max[0][r], a->max[1][r], dims == 3 ? a->max[2][r] : 0.0f};
+        size_t h = simd_box_scan(qmin, qmax, b, lo, b_end, dims, cols + n);
+        for (size_t j = 0; j < h; j++) rows[n + j] = (uint32_t)r;
+        n += h;
+    }
+    *a_next = r;
+    return n;
+}
+
+size_t simd_boxes_vs_boxes_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                        const simd_boxes *b, size_t b_begin, size_t b_end, int dims,
+                                        uint32_t *rows, uint32_t *cols, size_t capacity,
+                                        size_t *a_next) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        return simd_pairs_scan(a, a_begin, a_end, b, b_begin, b_end, 0, 3, rows, cols, capacity,
+                               a_next);
+    return simd_pairs_scan(a, a_begin, a_end, b, b_begin, b_end, 0, 2, rows, cols, capacity,
+                           a_next);
+}
+
+size_t simd_boxes_pairs_within_scalar(const simd_boxes *boxes, size_t begin, size_t end, int dims,
+                                      uint32_t *rows, uint32_t *cols, size_t capacity,
+                                      size_t *next) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        return simd_pairs_scan(boxes, begin, end, boxes, begin, end, 1, 3, rows, cols, capacity,
+                               next);
+    return simd_pairs_scan(boxes, begin, end, boxes, begin, end, 1, 2, rows, cols, capacity, next);
+}
+
+/* Branch-free: every entry is copied to the next free position and kept when it qualifies. */
+size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
+                                size_t end, int dims, int axis, float plane, int side,
+                                float *const dst_min[3], float *const dst_max[3], uint32_t *dst_ids,
+                                size_t at) {
+    assert(dims == 2 || dims == 3);
+    assert(axis >= 0 && axis < dims);
+    const float *key = side == 0 ? src->min[axis] : src->max[axis];
+    size_t n = 0;
+    for (size_t i = begin; i < end; i++) {
+        for (int k = 0; k < dims; k++) {
+            dst_min[k][at + n] = src->min[k][i];
+            dst_max[k][at + n] = src->max[k][i];
+        }
+        dst_ids[at + n] = src_ids[i];
+        n += side == 0 ? key[i] < plane : key[i] > plane;
+    }
+    return n;
+}
+
 /* The filters below write out[n] only when the id passes: out may alias ids and has no spare
  * room past count. */
 size_t simd_sphere_vs_spheres_scalar(const float qc[3], float qr, const simd_spheres *spheres,
@@ -119,14 +182,24 @@ size_t simd_box_vs_spheres_scalar(const float qmin[3], const float qmax[3],
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
-static const simd_kernels simd_scalar_kernels = {
-    "scalar", simd_box_vs_boxes_scalar, simd_sphere_vs_spheres_scalar, simd_sphere_vs_boxes_scalar,
-    simd_box_vs_spheres_scalar};
+static const simd_kernels simd_scalar_kernels = {"scalar",
+                                                 simd_box_vs_boxes_scalar,
+                                                 simd_sphere_vs_spheres_scalar,
+                                                 simd_sphere_vs_boxes_scalar,
+                                                 simd_box_vs_spheres_scalar,
+                                                 simd_boxes_vs_boxes_pairs_scalar,
+                                                 simd_boxes_pairs_within_scalar,
+                                                 simd_boxes_select_scalar};
 
 #if SIMD_HAVE_AVX2
-static const simd_kernels simd_avx2_kernels = {"avx2", simd_box_vs_boxes_avx2,
+static const simd_kernels simd_avx2_kernels = {"avx2",
+                                               simd_box_vs_boxes_avx2,
                                                simd_sphere_vs_spheres_avx2,
-                                               simd_sphere_vs_boxes_avx2, simd_box_vs_spheres_avx2};
+                                               simd_sphere_vs_boxes_avx2,
+                                               simd_box_vs_spheres_avx2,
+                                               simd_boxes_vs_boxes_pairs_avx2,
+                                               simd_boxes_pairs_within_avx2,
+                                               simd_boxes_select_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -141,9 +214,14 @@ static int simd_cpu_runs_avx2(void) {
 #endif
 
 #if SIMD_HAVE_BASELINE
-static const simd_kernels simd_baseline_kernels = {
-    "baseline", simd_box_vs_boxes_baseline, simd_sphere_vs_spheres_baseline,
-    simd_sphere_vs_boxes_baseline, simd_box_vs_spheres_baseline};
+static const simd_kernels simd_baseline_kernels = {"baseline",
+                                                   simd_box_vs_boxes_baseline,
+                                                   simd_sphere_vs_spheres_baseline,
+                                                   simd_sphere_vs_boxes_baseline,
+                                                   simd_box_vs_spheres_baseline,
+                                                   simd_boxes_vs_boxes_pairs_baseline,
+                                                   simd_boxes_pairs_within_baseline,
+                                                   simd_boxes_select_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -204,4 +282,23 @@ size_t simd_sphere_vs_boxes(const float qc[3], float qr, const simd_boxes *boxes
 size_t simd_box_vs_spheres(const float qmin[3], const float qmax[3], const simd_spheres *spheres,
                            const uint32_t *ids, size_t count, int dims, uint32_t *out) {
     return simd_active()->box_vs_spheres(qmin, qmax, spheres, ids, count, dims, out);
+}
+
+size_t simd_boxes_vs_boxes_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                 const simd_boxes *b, size_t b_begin, size_t b_end, int dims,
+                                 uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next) {
+    return simd_active()->boxes_vs_boxes_pairs(a, a_begin, a_end, b, b_begin, b_end, dims, rows,
+                                               cols, capacity, a_next);
+}
+
+size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end, int dims,
+                               uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next) {
+    return simd_active()->boxes_pairs_within(boxes, begin, end, dims, rows, cols, capacity, next);
+}
+
+size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
+                         int dims, int axis, float plane, int side, float *const dst_min[3],
+                         float *const dst_max[3], uint32_t *dst_ids, size_t at) {
+    return simd_active()->boxes_select(src, src_ids, begin, end, dims, axis, plane, side, dst_min,
+                                       dst_max, dst_ids, at);
 }

@@ -1,6 +1,6 @@
-/* One-vs-many overlap kernels over structure-of-arrays columns, with a scalar twin of each.
- * The only folder that includes SIMDe; nothing here exposes a SIMD type. The wide kernels are
- * compiled for AVX2 and for the portable baseline and picked once at run time. */
+/* One-vs-many (and many-vs-many box) overlap kernels over structure-of-arrays columns, with a
+ * scalar twin of each. The only folder that includes SIMDe; nothing here exposes a SIMD type. The
+ * wide kernels are compiled for AVX2 and for the portable baseline and picked once at run time. */
 #pragma once
 
 #include <stddef.h>
@@ -29,6 +29,41 @@ size_t simd_box_vs_boxes(const float qmin[3], const float qmax[3], const simd_bo
                          size_t begin, size_t end, int dims, uint32_t *hits);
 size_t simd_box_vs_boxes_scalar(const float qmin[3], const float qmax[3], const simd_boxes *boxes,
                                 size_t begin, size_t end, int dims, uint32_t *hits);
+
+/* Box-box, many against many: every overlapping (row, col) with row in [a_begin, a_end) of `a`
+ * and col in [b_begin, b_end) of `b` (closed test as above). Pairs are written in order, rows
+ * ascending and cols ascending within a row, as rows[h], cols[h]. Whole rows only: a row starts
+ * only while at least its width + SIMD_PAD of the `capacity` entries of rows and cols are free,
+ * so capacity >= (b_end - b_begin) + SIMD_PAD guarantees progress. *a_next gets the first row
+ * not done (a_end when all were); returns how many pairs were written. */
+size_t simd_boxes_vs_boxes_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                 const simd_boxes *b, size_t b_begin, size_t b_end, int dims,
+                                 uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next);
+size_t simd_boxes_vs_boxes_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                        const simd_boxes *b, size_t b_begin, size_t b_end, int dims,
+                                        uint32_t *rows, uint32_t *cols, size_t capacity,
+                                        size_t *a_next);
+
+/* The same within one range: every overlapping (row, col) with begin <= row < col < end; row
+ * r's width is end - r - 1. */
+size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end, int dims,
+                               uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next);
+size_t simd_boxes_pairs_within_scalar(const simd_boxes *boxes, size_t begin, size_t end, int dims,
+                                      uint32_t *rows, uint32_t *cols, size_t capacity,
+                                      size_t *next);
+
+/* Selection by one side of a plane: copies, in order, the entries i in [begin, end) of src (the
+ * bounds on `dims` axes and src_ids[i]) with src->min[axis][i] < plane (side 0) or
+ * src->max[axis][i] > plane (side 1) to positions at, at + 1, ... of dst_min, dst_max and
+ * dst_ids; returns how many. Whole chunks of 8 are stored, so dst needs room for SIMD_PAD
+ * entries past the last one kept, and src (bounds and ids) is read up to SIMD_PAD past end. */
+size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
+                         int dims, int axis, float plane, int side, float *const dst_min[3],
+                         float *const dst_max[3], uint32_t *dst_ids, size_t at);
+size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
+                                size_t end, int dims, int axis, float plane, int side,
+                                float *const dst_min[3], float *const dst_max[3], uint32_t *dst_ids,
+                                size_t at);
 
 /* The exact tests below run in double precision with no FMA, so they neither overflow nor
  * underflow for any finite float input, and the wide and scalar forms agree bit for bit.

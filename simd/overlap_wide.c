@@ -190,6 +190,74 @@ size_t SIMD_WIDE(simd_box_vs_boxes)(const float qmin[3], const float qmax[3],
     return simd_box_kernel(qmin, qmax, boxes, begin, end, 2, hits);
 }
 
+/* ---- box-box, many against many ------------------------------------------------------------- */
+
+/* Rows [a_begin, a_end) of `a` against [b_begin, b_end) of `b`, or, when `within`, each row i
+ * against positions (i, b_end) of the same columns. A whole row's 8-slot stores must fit in
+ * what is left of the capacity, so a row starts only with its width + SIMD_PAD free. The row
+ * is broadcast once and the columns of b stream past it, so short rows cost a few vector
+ * operations rather than a call each. */
+SIMD_INLINE size_t simd_pairs_kernel(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const simd_boxes *b, size_t b_begin, size_t b_end, int within,
+                                     int dims, uint32_t *restrict rows, uint32_t *restrict cols,
+                                     size_t capacity, size_t *a_next) {
+    simd_box_columns col_ = {{b->min[0], b->min[1], dims == 3 ? b->min[2] : NULL},
+                             {b->max[0], b->max[1], dims == 3 ? b->max[2] : NULL}};
+    const simd_box_columns *col = &col_;
+    const float *restrict amin[3] = {a->min[0], a->min[1], dims == 3 ? a->min[2] : NULL};
+    const float *restrict amax[3] = {a->max[0], a->max[1], dims == 3 ? a->max[2] : NULL};
+    size_t n = 0, r = a_begin;
+    for (; r < a_end; r++) {
+        size_t lo = within ? r + 1 : b_begin;
+        if (lo >= b_end) continue;
+        if (capacity - n < b_end - lo + SIMD_PAD) break;
+        simde__m256 qlo[3], qhi[3];
+        for (int k = 0; k < dims; k++) {
+            qlo[k] = simde_mm256_set1_ps(amin[k][r]);
+            qhi[k] = simde_mm256_set1_ps(amax[k][r]);
+        }
+        simde__m256i row = simde_mm256_set1_epi32((int)(uint32_t)r);
+        size_t i = lo;
+        for (; i + 8 <= b_end; i += 8) {
+            unsigned m = simd_box_mask8(qlo, qhi, col, i, dims);
+            simd_store_positions(cols + n, m, (uint32_t)i);
+            simde_mm256_storeu_si256((simde__m256i *)(void *)(rows + n), row);
+            n += simd_popcount8(m);
+        }
+        if (i < b_end) {
+            unsigned m = simd_box_mask8(qlo, qhi, col, i, dims) & ((1u << (b_end - i)) - 1u);
+            simd_store_positions(cols + n, m, (uint32_t)i);
+            simde_mm256_storeu_si256((simde__m256i *)(void *)(rows + n), row);
+            n += simd_popcount8(m);
+        }
+    }
+    *a_next = r;
+    return n;
+}
+
+size_t SIMD_WIDE(simd_boxes_vs_boxes_pairs)(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                            const simd_boxes *b, size_t b_begin, size_t b_end,
+                                            int dims, uint32_t *rows, uint32_t *cols,
+                                            size_t capacity, size_t *a_next) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        return simd_pairs_kernel(a, a_begin, a_end, b, b_begin, b_end, 0, 3, rows, cols, capacity,
+                                 a_next);
+    return simd_pairs_kernel(a, a_begin, a_end, b, b_begin, b_end, 0, 2, rows, cols, capacity,
+                             a_next);
+}
+
+size_t SIMD_WIDE(simd_boxes_pairs_within)(const simd_boxes *boxes, size_t begin, size_t end,
+                                          int dims, uint32_t *rows, uint32_t *cols, size_t capacity,
+                                          size_t *next) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        return simd_pairs_kernel(boxes, begin, end, boxes, begin, end, 1, 3, rows, cols, capacity,
+                                 next);
+    return simd_pairs_kernel(boxes, begin, end, boxes, begin, end, 1, 2, rows, cols, capacity,
+                             next);
+}
+
 /* ---- exact tests: shared id-list filter ------------------------------------------------------ */
 
 /* Column values at four ids, widened to double. Plain loads rather than vgatherqps: about 2.5x
@@ -346,4 +414,68 @@ size_t SIMD_WIDE(simd_box_vs_spheres)(const float qmin[3], const float qmax[3],
     }
     if (dims == 3) return simd_exact_filter(&q, &col, ids, count, SIMD_BOX_SPHERE, 3, out);
     return simd_exact_filter(&q, &col, ids, count, SIMD_BOX_SPHERE, 2, out);
+}
+
+/* ---- selection by a plane -------------------------------------------------------------------- */
+
+/* Left-packs the 8 lanes of v selected by mask (as lane indices in perm) to out[0..7]. */
+SIMD_INLINE void simd_pack8(float *out, const float *in, simde__m256i perm, unsigned mask) {
+#if defined(SIMDE_X86_AVX2_NATIVE)
+    (void)mask;
+    simde_mm256_storeu_ps(out, simde_mm256_permutevar8x32_ps(simde_mm256_loadu_ps(in), perm));
+#else
+    (void)perm;
+    size_t n = 0;
+    for (int l = 0; l < 8; l++) {
+        out[n] = in[l];
+        n += (mask >> l) & 1u;
+    }
+#endif
+}
+
+SIMD_INLINE simde__m256i simd_pack_perm(unsigned mask) {
+    return simde_mm256_cvtepu8_epi32(
+        simde_mm_loadl_epi64((const simde__m128i *)(const void *)&simd_pack_table[mask]));
+}
+
+SIMD_INLINE size_t simd_select_kernel(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
+                                      size_t end, int dims, int axis, float plane, int side,
+                                      float *const dst_min[3], float *const dst_max[3],
+                                      uint32_t *dst_ids, size_t at) {
+    /* No restrict: src and dst may be two ranges of one list, and the last chunk reads past end
+     * into what was just written (lanes it drops). */
+    const float *mn[3] = {src->min[0], src->min[1], dims == 3 ? src->min[2] : NULL};
+    const float *mx[3] = {src->max[0], src->max[1], dims == 3 ? src->max[2] : NULL};
+    float *omn[3] = {dst_min[0], dst_min[1], dims == 3 ? dst_min[2] : NULL};
+    float *omx[3] = {dst_max[0], dst_max[1], dims == 3 ? dst_max[2] : NULL};
+    const float *key = side == 0 ? mn[axis] : mx[axis];
+    simde__m256 p = simde_mm256_set1_ps(plane);
+    size_t out = at;
+    for (size_t i = begin; i < end; i += 8) {
+        simde__m256 v = simde_mm256_loadu_ps(key + i);
+        unsigned m = simd_movemask_ps(side == 0 ? simde_mm256_cmp_ps(v, p, SIMDE_CMP_LT_OQ)
+                                                : simde_mm256_cmp_ps(v, p, SIMDE_CMP_GT_OQ));
+        if (end - i < 8) m &= (1u << (end - i)) - 1u;
+        simde__m256i perm = simd_pack_perm(m);
+        for (int k = 0; k < dims; k++) {
+            simd_pack8(omn[k] + out, mn[k] + i, perm, m);
+            simd_pack8(omx[k] + out, mx[k] + i, perm, m);
+        }
+        simd_store_ids(dst_ids + out, m, src_ids + i);
+        out += simd_popcount8(m);
+    }
+    return out - at;
+}
+
+size_t SIMD_WIDE(simd_boxes_select)(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
+                                    size_t end, int dims, int axis, float plane, int side,
+                                    float *const dst_min[3], float *const dst_max[3],
+                                    uint32_t *dst_ids, size_t at) {
+    assert(dims == 2 || dims == 3);
+    assert(axis >= 0 && axis < dims);
+    if (dims == 3)
+        return simd_select_kernel(src, src_ids, begin, end, 3, axis, plane, side, dst_min, dst_max,
+                                  dst_ids, at);
+    return simd_select_kernel(src, src_ids, begin, end, 2, axis, plane, side, dst_min, dst_max,
+                              dst_ids, at);
 }

@@ -22,12 +22,22 @@
                                           uint32_t *out);                                          \
     size_t simd_box_vs_spheres_##variant(const float qmin[3], const float qmax[3],                 \
                                          const simd_spheres *spheres, const uint32_t *ids,         \
-                                         size_t count, int dims, uint32_t *out);
+                                         size_t count, int dims, uint32_t *out);                   \
+    size_t simd_boxes_vs_boxes_pairs_##variant(                                                    \
+        const simd_boxes *a, size_t a_begin, size_t a_end, const simd_boxes *b, size_t b_begin,    \
+        size_t b_end, int dims, uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next);  \
+    size_t simd_boxes_pairs_within_##variant(const simd_boxes *boxes, size_t begin, size_t end,    \
+                                             int dims, uint32_t *rows, uint32_t *cols,             \
+                                             size_t capacity, size_t *next);                       \
+    size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
+                                       size_t begin, size_t end, int dims, int axis, float plane,  \
+                                       int side, float *const dst_min[3], float *const dst_max[3], \
+                                       uint32_t *dst_ids, size_t at);
 
 SIMD_WIDE_DECLARE(avx2)
 SIMD_WIDE_DECLARE(baseline)
 
-/* One row per level: the four one-vs-many kernels, same signatures as in overlap.h. */
+/* One row per level: the one-vs-many and many-vs-many kernels, same signatures as in overlap.h. */
 typedef struct simd_kernels {
     const char *level;
     size_t (*box_vs_boxes)(const float qmin[3], const float qmax[3], const simd_boxes *boxes,
@@ -38,6 +48,14 @@ typedef struct simd_kernels {
                               const uint32_t *ids, size_t count, int dims, uint32_t *out);
     size_t (*box_vs_spheres)(const float qmin[3], const float qmax[3], const simd_spheres *spheres,
                              const uint32_t *ids, size_t count, int dims, uint32_t *out);
+    size_t (*boxes_vs_boxes_pairs)(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                   const simd_boxes *b, size_t b_begin, size_t b_end, int dims,
+                                   uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next);
+    size_t (*boxes_pairs_within)(const simd_boxes *boxes, size_t begin, size_t end, int dims,
+                                 uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next);
+    size_t (*boxes_select)(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
+                           int dims, int axis, float plane, int side, float *const dst_min[3],
+                           float *const dst_max[3], uint32_t *dst_ids, size_t at);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

@@ -145,8 +145,9 @@ static uint32_t *ids_new(size_t n) {
  * points (whatever simd_level() says) so that the dispatch itself is covered. */
 enum { VARIANT_AVX2, VARIANT_BASELINE, VARIANT_SCALAR, VARIANT_DISPATCH, VARIANT_COUNT };
 static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "scalar", "dispatch"};
-static const simd_kernels dispatch_kernels = {"dispatch", simd_box_vs_boxes, simd_sphere_vs_spheres,
-                                              simd_sphere_vs_boxes, simd_box_vs_spheres};
+static const simd_kernels dispatch_kernels = {
+    "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
+    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_boxes_select};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -260,6 +261,189 @@ TEST(box_vs_boxes_random) {
     printf("box_vs_boxes_random: %lld of %lld overlap\n", hits_seen, tests);
     CHECK(hits_seen > tests / 10);
     CHECK(hits_seen < tests - tests / 10);
+}
+
+/* ---- box-box, many against many ------------------------------------------------------------ */
+
+/* The pair kernels' contract by hand: rows in order, whole rows while width + SIMD_PAD fit. */
+static size_t expect_pairs(const box_set *a, size_t a_begin, size_t a_end, const box_set *b,
+                           size_t b_begin, size_t b_end, int within, int dims, uint32_t *rows,
+                           uint32_t *cols, size_t capacity, size_t *a_next) {
+    size_t n = 0, r = a_begin;
+    for (; r < a_end; r++) {
+        size_t lo = within ? r + 1 : b_begin;
+        if (lo >= b_end) continue;
+        if (capacity - n < b_end - lo + SIMD_PAD) break;
+        float qmin[3], qmax[3];
+        box_get(a, r, dims, qmin, qmax);
+        for (size_t i = lo; i < b_end; i++) {
+            float mn[3], mx[3];
+            box_get(b, i, dims, mn, mx);
+            if (simd_pair_box_box(qmin, qmax, mn, mx, dims)) {
+                rows[n] = (uint32_t)r;
+                cols[n++] = (uint32_t)i;
+            }
+        }
+    }
+    *a_next = r;
+    return n;
+}
+
+static void fill_boxes(box_set *b, size_t end, uint64_t *state, int style, int dims) {
+    int sentinel_tail = rng_below(state, 2);
+    for (size_t i = 0; i < b->n; i++) {
+        float mn[3], mx[3];
+        rng_box(state, style, mn, mx);
+        /* Larger boxes now and then, so that rows with many hits are common too. */
+        if (rng_below(state, 4) == 0)
+            for (int k = 0; k < 3; k++) mx[k] += 2.0f * (mx[k] - mn[k]);
+        if (i >= end && sentinel_tail)
+            box_set_sentinel(b, i, dims);
+        else
+            box_set_put(b, i, mn, mx, dims);
+    }
+}
+
+TEST(boxes_pairs_random) {
+    int failures_before = test_failures;
+    long long pairs_seen = 0, partial_calls = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            for (int within = 0; within <= 1; within++) {
+                uint64_t state = seed * 104729 + (uint64_t)dims * 2 + (uint64_t)within;
+                int style = (int)(seed % STYLE_COUNT);
+                size_t a_begin = rng_below(&state, 9), a_end = a_begin + rng_below(&state, 30);
+                size_t b_begin = within ? a_begin : rng_below(&state, 9);
+                size_t b_end = within ? a_end : b_begin + rng_below(&state, 45);
+                TEST_CONTEXT("seed %llu dims %d within %d a [%zu, %zu) b [%zu, %zu)",
+                             (unsigned long long)seed, dims, within, a_begin, a_end, b_begin,
+                             b_end);
+                box_set a, b;
+                box_set_init(&a, a_end + SIMD_PAD, dims);
+                fill_boxes(&a, a_end, &state, style, dims);
+                const box_set *bp = &a;
+                if (!within) {
+                    box_set_init(&b, b_end + SIMD_PAD, dims);
+                    fill_boxes(&b, b_end, &state, style, dims);
+                    bp = &b;
+                }
+                /* From room for one widest row to room for everything. */
+                size_t width = b_end > b_begin ? b_end - b_begin : 0;
+                size_t capacity = width + SIMD_PAD + rng_below(&state, 3) * rng_below(&state, 200);
+                uint32_t *er = ids_new(capacity), *ec = ids_new(capacity);
+                uint32_t *rows = ids_new(capacity), *cols = ids_new(capacity);
+                for (int v = 0; v < VARIANT_COUNT; v++) {
+                    const simd_kernels *k = variant(v);
+                    if (!k) continue;
+                    for (size_t r = a_begin, en = r; r < a_end; r = en) {
+                        size_t next, got_next;
+                        size_t n = expect_pairs(&a, r, a_end, bp, b_begin, b_end, within, dims, er,
+                                                ec, capacity, &next);
+                        size_t got = within ? k->boxes_pairs_within(&a.cols, r, a_end, dims, rows,
+                                                                    cols, capacity, &got_next)
+                                            : k->boxes_vs_boxes_pairs(&a.cols, r, a_end, &bp->cols,
+                                                                      b_begin, b_end, dims, rows,
+                                                                      cols, capacity, &got_next);
+                        if (!same_ids(rows, got, er, n) || !same_ids(cols, got, ec, n) ||
+                            got_next != next) {
+                            CHECK(0);
+                            fprintf(stderr,
+                                    "  %s: from row %zu gave %zu pairs to row %zu, expected "
+                                    "%zu to row %zu\n",
+                                    variant_names[v], r, got, got_next, n, next);
+                            break;
+                        }
+                        REQUIRE(next > r); /* the capacity always fits one row */
+                        if (v == VARIANT_SCALAR) {
+                            pairs_seen += (long long)n;
+                            partial_calls += next < a_end;
+                        }
+                        en = next;
+                    }
+                }
+                free(er);
+                free(ec);
+                free(rows);
+                free(cols);
+                box_set_free(&a);
+                if (!within) box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    printf("boxes_pairs_random: %lld pairs, %lld calls stopped early for room\n", pairs_seen,
+           partial_calls);
+    CHECK(pairs_seen > 1000);
+    CHECK(partial_calls > 10);
+}
+
+/* ---- selection by a plane ------------------------------------------------------------------ */
+
+TEST(boxes_select_random) {
+    int failures_before = test_failures;
+    long long kept = 0, seen = 0;
+    for (uint64_t seed = 1; seed <= 100; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 15485863 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            size_t begin = rng_below(&state, 13), end = begin + rng_below(&state, 50);
+            int axis = (int)rng_below(&state, (uint32_t)dims), side = (int)rng_below(&state, 2);
+            TEST_CONTEXT("seed %llu dims %d [%zu, %zu) axis %d side %d", (unsigned long long)seed,
+                         dims, begin, end, axis, side);
+            box_set b;
+            box_set_init(&b, end + SIMD_PAD, dims);
+            fill_boxes(&b, end, &state, style, dims);
+            uint32_t *ids = ids_new(end + SIMD_PAD);
+            for (size_t i = 0; i < end + SIMD_PAD; i++) ids[i] = (uint32_t)rng_next(&state);
+            /* A plane at some box's bound, so that ties (which neither side keeps) occur. */
+            float plane =
+                end > begin
+                    ? (rng_below(&state, 2)
+                           ? b.min
+                           : b.max)[axis][begin + rng_below(&state, (uint32_t)(end - begin))]
+                    : 0.0f;
+            size_t at = rng_below(&state, 5), room = at + (end - begin) + SIMD_PAD;
+            box_set expect, got;
+            box_set_init(&expect, room, dims);
+            box_set_init(&got, room, dims);
+            uint32_t *expect_ids = ids_new(room), *got_ids = ids_new(room);
+            size_t n = 0;
+            for (size_t i = begin; i < end; i++) {
+                float mn[3], mx[3];
+                box_get(&b, i, dims, mn, mx);
+                if (side == 0 ? mn[axis] < plane : mx[axis] > plane) {
+                    box_set_put(&expect, at + n, mn, mx, dims);
+                    expect_ids[at + n++] = ids[i];
+                }
+            }
+            kept += (long long)n;
+            seen += (long long)(end - begin);
+            for (int v = 0; v < VARIANT_COUNT; v++) {
+                const simd_kernels *k = variant(v);
+                if (!k) continue;
+                size_t count = k->boxes_select(&b.cols, ids, begin, end, dims, axis, plane, side,
+                                               got.min, got.max, got_ids, at);
+                int same = count == n && same_ids(got_ids + at, count, expect_ids + at, n);
+                for (int d = 0; d < dims && same; d++)
+                    same = memcmp(got.min[d] + at, expect.min[d] + at, n * sizeof(float)) == 0 &&
+                           memcmp(got.max[d] + at, expect.max[d] + at, n * sizeof(float)) == 0;
+                if (!same) {
+                    CHECK(0);
+                    fprintf(stderr, "  %s: kept %zu, expected %zu\n", variant_names[v], count, n);
+                }
+            }
+            free(ids);
+            free(expect_ids);
+            free(got_ids);
+            box_set_free(&expect);
+            box_set_free(&got);
+            box_set_free(&b);
+            REQUIRE(test_failures == failures_before);
+        }
+    }
+    printf("boxes_select_random: kept %lld of %lld\n", kept, seen);
+    CHECK(kept > seen / 5);
+    CHECK(kept < seen - seen / 5);
 }
 
 /* One box against one query, expected outcome given per dims. The box is placed at every lane
@@ -766,7 +950,8 @@ TEST(pair_predicates) {
 }
 
 TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
-          TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(sphere_vs_spheres_random),
+          TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
+          TEST_ENTRY(boxes_select_random), TEST_ENTRY(sphere_vs_spheres_random),
           TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
           TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
           TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
