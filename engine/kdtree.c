@@ -203,7 +203,7 @@ static bool slots_reserve(broadphase_world *w, kdtree *t, size_t need) {
     return true;
 }
 
-/* The tree forgets its objects' layout when the columns move; only call before a rebuild. */
+/* node_of covers every id handed out so far; ids new to it read as absent from the tree. */
 static bool id_tables_reserve(broadphase_world *w, kdtree *t) {
     size_t old = t->node_of_capacity;
     if (!world_grow(w, (void **)&t->node_of, &t->node_of_capacity, w->id_end, sizeof(uint32_t),
@@ -215,14 +215,15 @@ static bool id_tables_reserve(broadphase_world *w, kdtree *t) {
 
 /* ---- build --------------------------------------------------------------------------------- */
 
-typedef struct gather_ctx {
+/* What the parallel passes over ids, slots and nodes work on. */
+typedef struct tree_ctx {
     broadphase_world *w;
     kdtree *t;
-} gather_ctx;
+} tree_ctx;
 
 static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
-    gather_ctx *c = p;
+    tree_ctx *c = p;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > c->w->id_end) end = c->w->id_end;
     size_t live = 0;
@@ -232,7 +233,7 @@ static void count_live(size_t chunk, int worker, void *p) {
 
 static void write_records(size_t chunk, int worker, void *p) {
     (void)worker;
-    gather_ctx *c = p;
+    tree_ctx *c = p;
     const broadphase_world *w = c->w;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > w->id_end) end = w->id_end;
@@ -519,7 +520,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slot_capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    gather_ctx g = {w, t};
+    tree_ctx g = {w, t};
     threads_for_chunks(w->workers, chunks, count_live, &g);
     size_t at = 0;
     for (size_t c = 0; c < chunks; c++) {
@@ -565,15 +566,10 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
 
 /* ---- refit --------------------------------------------------------------------------------- */
 
-typedef struct refit_ctx {
-    broadphase_world *w;
-    kdtree *t;
-} refit_ctx;
-
 /* Reads every object's new bounds into its slot and decides the node it belongs in now. */
 static void refit_slots(size_t chunk, int worker, void *p) {
     (void)worker;
-    refit_ctx *c = p;
+    tree_ctx *c = p;
     const broadphase_world *w = c->w;
     kdtree *t = c->t;
     int b = t->cur, dims = w->config.dimensions;
@@ -613,7 +609,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
 
 static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
-    refit_ctx *c = p;
+    tree_ctx *c = p;
     kdtree *t = c->t;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slot_count) end = t->slot_count;
@@ -688,7 +684,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
  * barely changes from one step to the next) and their reach measured again. */
 static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
-    kdtree *t = ((refit_ctx *)p)->t;
+    kdtree *t = ((tree_ctx *)p)->t;
     int b = t->cur;
     size_t end_node = (chunk + 1) * NODE_CHUNK;
     if (end_node > t->node_count) end_node = t->node_count;
@@ -753,7 +749,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
                     sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    refit_ctx c = {w, t};
+    tree_ctx c = {w, t};
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     size_t movers = 0;
     for (size_t i = 0; i < chunks; i++) {
