@@ -251,14 +251,13 @@ static broadphase_status fail(broadphase_world *w, broadphase_status s, size_t i
     return s;
 }
 
-static broadphase_status check_boxes(const broadphase_world *w, size_t count,
-                                     const broadphase_boxes *b, size_t *bad) {
+/* The first bad element of [begin, end), if any; the arrays are known to be there. */
+static broadphase_status check_boxes_range(const broadphase_world *w, const broadphase_boxes *b,
+                                           size_t begin, size_t end, size_t *bad) {
     int dims = w->config.dimensions;
     const float *lo[3] = {b->min_x, b->min_y, b->min_z};
     const float *hi[3] = {b->max_x, b->max_y, b->max_z};
-    for (int k = 0; k < dims; k++)
-        if (!lo[k] || !hi[k]) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = begin; i < end; i++) {
         for (int k = 0; k < dims; k++) {
             if (!isfinite(lo[k][i]) || !isfinite(hi[k][i])) {
                 *bad = i;
@@ -275,14 +274,11 @@ static broadphase_status check_boxes(const broadphase_world *w, size_t count,
     return BROADPHASE_OK;
 }
 
-static broadphase_status check_spheres(const broadphase_world *w, size_t count,
-                                       const broadphase_spheres *s, size_t *bad) {
+static broadphase_status check_spheres_range(const broadphase_world *w, const broadphase_spheres *s,
+                                             size_t begin, size_t end, size_t *bad) {
     int dims = w->config.dimensions;
     const float *c[3] = {s->x, s->y, s->z};
-    if (!s->radius) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    for (int k = 0; k < dims; k++)
-        if (!c[k]) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = begin; i < end; i++) {
         for (int k = 0; k < dims; k++) {
             if (!isfinite(c[k][i])) {
                 *bad = i;
@@ -299,6 +295,101 @@ static broadphase_status check_spheres(const broadphase_world *w, size_t count,
         }
     }
     return BROADPHASE_OK;
+}
+
+static bool boxes_present(const broadphase_world *w, const broadphase_boxes *b) {
+    const float *cols[6] = {b->min_x, b->min_y, b->min_z, b->max_x, b->max_y, b->max_z};
+    for (int k = 0; k < w->config.dimensions; k++)
+        if (!cols[k] || !cols[3 + k]) return false;
+    return true;
+}
+
+static bool spheres_present(const broadphase_world *w, const broadphase_spheres *s) {
+    const float *cols[3] = {s->x, s->y, s->z};
+    for (int k = 0; k < w->config.dimensions; k++)
+        if (!cols[k]) return false;
+    return s->radius != NULL;
+}
+
+/* ---- batches in parallel -------------------------------------------------------------------- */
+
+/* Validation and copying of large batches run over fixed chunks on the worker threads; the
+ * first failing chunk holds the first bad element, whatever the thread count. */
+enum { BATCH_GRAIN = 32768, BATCH_CHUNKS = 256 };
+
+typedef enum batch_op { CHECK_BOXES, CHECK_SPHERES, WRITE_BOXES, WRITE_SPHERES } batch_op;
+
+typedef struct batch {
+    broadphase_world *w;
+    batch_op op;
+    const void *shapes;
+    const uint32_t *ids;
+    size_t count, chunk;
+    broadphase_status status[BATCH_CHUNKS];
+    size_t bad[BATCH_CHUNKS];
+    long sphere_delta[BATCH_CHUNKS]; /* change in the sphere count made by each chunk */
+} batch;
+
+static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
+                              size_t begin, size_t end);
+static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
+                                const broadphase_spheres *s, size_t begin, size_t end);
+
+static void batch_chunk(size_t c, int worker, void *p) {
+    (void)worker;
+    batch *b = p;
+    size_t begin = c * b->chunk, end = begin + b->chunk < b->count ? begin + b->chunk : b->count;
+    b->status[c] = BROADPHASE_OK;
+    b->sphere_delta[c] = 0;
+    switch (b->op) {
+    case CHECK_BOXES:
+        b->status[c] = check_boxes_range(b->w, b->shapes, begin, end, &b->bad[c]);
+        break;
+    case CHECK_SPHERES:
+        b->status[c] = check_spheres_range(b->w, b->shapes, begin, end, &b->bad[c]);
+        break;
+    case WRITE_BOXES:
+        b->sphere_delta[c] = write_boxes_range(b->w, b->ids, b->shapes, begin, end);
+        break;
+    case WRITE_SPHERES:
+        b->sphere_delta[c] = write_spheres_range(b->w, b->ids, b->shapes, begin, end);
+        break;
+    }
+}
+
+static broadphase_status batch_run(broadphase_world *w, batch_op op, const void *shapes,
+                                   const uint32_t *ids, size_t count, size_t *bad) {
+    batch b;
+    b.w = w;
+    b.op = op;
+    b.shapes = shapes;
+    b.ids = ids;
+    b.count = count;
+    b.chunk = count / BATCH_CHUNKS + 1 > BATCH_GRAIN ? count / BATCH_CHUNKS + 1 : BATCH_GRAIN;
+    size_t chunks = (count + b.chunk - 1) / b.chunk;
+    threads_for_chunks(w->workers, chunks, batch_chunk, &b);
+    long delta = 0;
+    for (size_t c = 0; c < chunks; c++) {
+        if (b.status[c] != BROADPHASE_OK) {
+            *bad = b.bad[c];
+            return b.status[c];
+        }
+        delta += b.sphere_delta[c];
+    }
+    w->sphere_count = (size_t)((long)w->sphere_count + delta);
+    return BROADPHASE_OK;
+}
+
+static broadphase_status check_boxes(broadphase_world *w, size_t count, const broadphase_boxes *b,
+                                     size_t *bad) {
+    if (!boxes_present(w, b)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    return batch_run(w, CHECK_BOXES, b, NULL, count, bad);
+}
+
+static broadphase_status check_spheres(broadphase_world *w, size_t count,
+                                       const broadphase_spheres *s, size_t *bad) {
+    if (!spheres_present(w, s)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    return batch_run(w, CHECK_SPHERES, s, NULL, count, bad);
 }
 
 /* Every id must be live and appear once in the batch. */
@@ -353,34 +444,48 @@ static void sphere_extent(float c, float r, float *lo, float *hi) {
     *hi = fh > FLT_MAX ? FLT_MAX : (fh < -FLT_MAX ? -FLT_MAX : fh);
 }
 
-static void write_box(broadphase_world *w, uint32_t id, const broadphase_boxes *b, size_t i) {
+/* Each returns the change it made to the sphere count (ids are distinct within a batch). */
+static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
+                              size_t begin, size_t end) {
     const float *lo[3] = {b->min_x, b->min_y, b->min_z};
     const float *hi[3] = {b->max_x, b->max_y, b->max_z};
-    for (int k = 0; k < 3; k++) {
-        bool used = k < w->config.dimensions;
-        w->min[k][id] = used ? lo[k][i] : 0.0f;
-        w->max[k][id] = used ? hi[k][i] : 0.0f;
-        w->center[k][id] = 0.0f;
+    int dims = w->config.dimensions;
+    long delta = 0;
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = ids[i];
+        for (int k = 0; k < 3; k++) {
+            w->min[k][id] = k < dims ? lo[k][i] : 0.0f;
+            w->max[k][id] = k < dims ? hi[k][i] : 0.0f;
+            w->center[k][id] = 0.0f;
+        }
+        w->radius[id] = 0.0f;
+        delta -= w->kind[id] == OBJECT_SPHERE;
+        w->kind[id] = OBJECT_BOX;
     }
-    w->radius[id] = 0.0f;
-    if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
-    w->kind[id] = OBJECT_BOX;
+    return delta;
 }
 
-static void write_sphere(broadphase_world *w, uint32_t id, const broadphase_spheres *s, size_t i) {
+static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
+                                const broadphase_spheres *s, size_t begin, size_t end) {
     const float *c[3] = {s->x, s->y, s->z};
-    float r = s->radius[i];
-    for (int k = 0; k < 3; k++) {
-        float ck = k < w->config.dimensions ? c[k][i] : 0.0f;
-        w->center[k][id] = ck;
-        if (k < w->config.dimensions)
-            sphere_extent(ck, r, &w->min[k][id], &w->max[k][id]);
-        else
-            w->min[k][id] = w->max[k][id] = 0.0f;
+    int dims = w->config.dimensions;
+    long delta = 0;
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = ids[i];
+        float r = s->radius[i];
+        for (int k = 0; k < 3; k++) {
+            float ck = k < dims ? c[k][i] : 0.0f;
+            w->center[k][id] = ck;
+            if (k < dims)
+                sphere_extent(ck, r, &w->min[k][id], &w->max[k][id]);
+            else
+                w->min[k][id] = w->max[k][id] = 0.0f;
+        }
+        w->radius[id] = r;
+        delta += w->kind[id] != OBJECT_SPHERE;
+        w->kind[id] = OBJECT_SPHERE;
     }
-    w->radius[id] = r;
-    if (w->kind[id] != OBJECT_SPHERE) w->sphere_count++;
-    w->kind[id] = OBJECT_SPHERE;
+    return delta;
 }
 
 static int compare_desc(const void *a, const void *b) {
@@ -421,8 +526,7 @@ broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
         else
             s = check_boxes(w, count, boxes, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
-        if (s == BROADPHASE_OK)
-            for (size_t i = 0; i < count; i++) write_box(w, ids_out[i], boxes, i);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_BOXES, boxes, ids_out, count, &bad);
     }
     fail(w, s, bad);
     world_leave(w);
@@ -441,8 +545,7 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
         else
             s = check_spheres(w, count, spheres, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
-        if (s == BROADPHASE_OK)
-            for (size_t i = 0; i < count; i++) write_sphere(w, ids_out[i], spheres, i);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_SPHERES, spheres, ids_out, count, &bad);
     }
     fail(w, s, bad);
     world_leave(w);
@@ -461,8 +564,7 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
         else
             s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
                            &bad);
-        if (s == BROADPHASE_OK)
-            for (size_t i = 0; i < count; i++) write_box(w, ids[i], boxes, i);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_BOXES, boxes, ids, count, &bad);
     }
     fail(w, s, bad);
     world_leave(w);
@@ -481,8 +583,7 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
         else
             s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
                            &bad);
-        if (s == BROADPHASE_OK)
-            for (size_t i = 0; i < count; i++) write_sphere(w, ids[i], spheres, i);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad);
     }
     fail(w, s, bad);
     world_leave(w);
