@@ -30,6 +30,10 @@ enum {
     THREADS_RADIX_MIN_BLOCK_KEYS = 1 << 14,
     /* Insertion sort beats clearing and scanning a histogram for a handful of keys. */
     THREADS_RADIX_INSERTION_MAX = 32,
+    /* From this many keys on, one parallel pass on the top digit splits the keys into
+     * buckets that are each sorted on the remaining bits by one worker, in cache. */
+    THREADS_RADIX_MSD_MIN = 1 << 16,
+    THREADS_RADIX_MSD_BITS = 8,
 };
 
 static int threads_clamp_workers(int workers) {
@@ -430,6 +434,48 @@ static void threads_copy_range(size_t begin, size_t end, int worker, void *ctx) 
     memcpy(c->dst + begin, c->src + begin, (end - begin) * sizeof *c->dst);
 }
 
+/* The buckets left by the top-digit pass: keys [start[d], start[d + 1]) of tmp share digit d
+ * and are sorted on their low `bits` bits into the same range of keys. */
+typedef struct threads_radix_buckets {
+    uint64_t *keys, *tmp;
+    size_t start[(1 << THREADS_RADIX_MSD_BITS) + 1];
+    unsigned bits;
+} threads_radix_buckets;
+
+static void threads_radix_sort_bucket(size_t bucket, int worker, void *ctx) {
+    (void)worker;
+    const threads_radix_buckets *b = ctx;
+    size_t begin = b->start[bucket], n = b->start[bucket + 1] - begin;
+    uint64_t *src = b->tmp + begin, *dst = b->keys + begin;
+    uint64_t low = b->bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << b->bits) - 1;
+    if (n <= THREADS_RADIX_INSERTION_MAX) {
+        memcpy(dst, src, n * sizeof *dst);
+        threads_insertion_sort(dst, n, low);
+        return;
+    }
+    unsigned digit_bits = threads_radix_digit_bits((int)b->bits);
+    size_t hist[THREADS_RADIX_MAX_BUCKETS];
+    for (unsigned shift = 0; shift < b->bits; shift += digit_bits) {
+        unsigned bits = b->bits - shift < digit_bits ? b->bits - shift : digit_bits;
+        size_t buckets = (size_t)1 << bits;
+        uint64_t mask = buckets - 1;
+        memset(hist, 0, buckets * sizeof *hist);
+        for (size_t i = 0; i < n; i++) hist[(src[i] >> shift) & mask]++;
+        if (hist[(src[0] >> shift) & mask] == n) continue; /* one digit: nothing to move */
+        size_t sum = 0;
+        for (size_t d = 0; d < buckets; d++) {
+            size_t c = hist[d];
+            hist[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[hist[(src[i] >> shift) & mask]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != b->keys + begin) memcpy(b->keys + begin, src, n * sizeof *src);
+}
+
 void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
                             void *hist_scratch) {
     if (count <= 1 || key_bits <= 0) return;
@@ -455,6 +501,26 @@ void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t c
          * never share a counter line. */
         .row_stride = (buckets + 7) & ~(size_t)7,
     };
+    if (count >= THREADS_RADIX_MSD_MIN && key_bits > 2 * THREADS_RADIX_MSD_BITS) {
+        /* Top digit first, in parallel over blocks (stable), then each bucket on its own. */
+        static_assert(THREADS_RADIX_MSD_BITS <= THREADS_RADIX_MAX_DIGIT_BITS, "digit too wide");
+        threads_radix_buckets b = {.keys = keys, .tmp = tmp};
+        b.bits = (unsigned)key_bits - THREADS_RADIX_MSD_BITS;
+        p.shift = b.bits;
+        p.mask = ((uint64_t)1 << THREADS_RADIX_MSD_BITS) - 1;
+        p.row_stride = ((size_t)(p.mask + 1) + 7) & ~(size_t)7;
+        threads_for_chunks(workers, p.groups, threads_radix_count, &p);
+        if (threads_radix_offsets(&p)) {
+            /* Block 0's offsets are where each digit's run begins. */
+            memcpy(b.start, p.hist, (size_t)(p.mask + 1) * sizeof(size_t));
+            b.start[p.mask + 1] = count;
+            threads_for_chunks(workers, p.groups, threads_radix_scatter, &p);
+            threads_for_chunks(workers, (size_t)p.mask + 1, threads_radix_sort_bucket, &b);
+            return;
+        }
+        /* Every key has the same top digit: the plain passes below skip it anyway. */
+        p.row_stride = (buckets + 7) & ~(size_t)7;
+    }
     for (unsigned shift = 0; shift < (unsigned)key_bits; shift += digit_bits) {
         unsigned bits =
             (unsigned)key_bits - shift < digit_bits ? (unsigned)key_bits - shift : digit_bits;
