@@ -522,12 +522,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx g = {w, t};
     threads_for_chunks(w->workers, chunks, count_live, &g);
-    size_t at = 0;
-    for (size_t c = 0; c < chunks; c++) {
-        size_t k = t->chunk_count[c];
-        t->chunk_count[c] = at;
-        at += k;
-    }
+    threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     threads_for_chunks(w->workers, chunks, write_records, &g);
     uint32_t count = (uint32_t)w->live_count;
 
@@ -751,12 +746,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx c = {w, t};
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
-    size_t movers = 0;
-    for (size_t i = 0; i < chunks; i++) {
-        size_t k = t->chunk_count[i];
-        t->chunk_count[i] = movers;
-        movers += k;
-    }
+    size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     /* Sized for every object moving at once, so that the count of movers, which changes every
      * step, never makes a step allocate. */
     size_t need = t->slot_count + w->added_count + 1;

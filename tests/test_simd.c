@@ -9,19 +9,13 @@
 
 #include "overlap.h"
 #include "overlap_wide.h"
+#include "scenes.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint32_t rng_below(uint64_t *state, uint32_t n) {
-    return (uint32_t)(rng_next(state) % n);
+    return (uint32_t)(scene_splitmix64(state) % n);
 }
 
 /* Coordinates in one of several styles, so that random data hits exact ties (small grid), plain
@@ -33,9 +27,9 @@ static float rng_coord(uint64_t *state, int style) {
     case STYLE_GRID:
         return (float)rng_below(state, 17) * 0.5f - 4.0f;
     case STYLE_UNIT:
-        return (float)((double)(rng_next(state) >> 11) * 0x1p-53 * 4.0 - 2.0);
+        return (float)((double)(scene_splitmix64(state) >> 11) * 0x1p-53 * 4.0 - 2.0);
     default: {
-        float m = (float)((double)(rng_next(state) >> 11) * 0x1p-53 + 0.5);
+        float m = (float)((double)(scene_splitmix64(state) >> 11) * 0x1p-53 + 0.5);
         int e = (int)rng_below(state, 2 * 36 + 1) - 36;
         return ldexpf(rng_below(state, 2) ? -m : m, e * 3);
     }
@@ -394,7 +388,7 @@ TEST(boxes_select_random) {
             box_set_init(&b, end + SIMD_PAD, dims);
             fill_boxes(&b, end, &state, style, dims);
             uint32_t *ids = ids_new(end + SIMD_PAD);
-            for (size_t i = 0; i < end + SIMD_PAD; i++) ids[i] = (uint32_t)rng_next(&state);
+            for (size_t i = 0; i < end + SIMD_PAD; i++) ids[i] = (uint32_t)scene_splitmix64(&state);
             /* A plane at some box's bound, so that ties (which neither side keeps) occur. */
             float plane =
                 end > begin
@@ -655,7 +649,7 @@ static float step_ulps(float x, int steps) {
 }
 
 static double rng_unit(uint64_t *state) {
-    return (double)(rng_next(state) >> 11) * 0x1p-53;
+    return (double)(scene_splitmix64(state) >> 11) * 0x1p-53;
 }
 
 static void exact_near_boundary(int test) {

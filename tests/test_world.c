@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "broadphase.h"
+#include "scenes.h"
 #include "test.h"
 
 /* ---- shapes and columns ---------------------------------------------------------------------- */
@@ -1136,15 +1137,8 @@ TEST(overlap_many_pairs_sorted_once) {
 
 /* ---- random scenes against the oracle -------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint32_t rng_below(uint64_t *state, uint32_t n) {
-    return (uint32_t)(rng_next(state) % n);
+    return (uint32_t)(scene_splitmix64(state) % n);
 }
 
 /* Coordinates and sizes on a grid of 1/4, so that ties (touching) are common and every oracle
