@@ -452,6 +452,14 @@ static void scatter_records(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
+/* Removed ids must read as absent; live ones are marked with their node next. */
+static void forget_free_ids(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const tree_ctx *c = p;
+    for (size_t i = begin; i < end; i++)
+        if (c->w->kind[i] == OBJECT_FREE) c->t->node_of[i] = NONE;
+}
+
 static void mark_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     kdtree *t = ((scatter_ctx *)p)->t;
@@ -549,8 +557,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     t->slot_count = count;
     scatter_ctx s = {t};
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
-    /* Ids no longer in the tree (removed since the last build) must read as absent. */
-    for (size_t i = 0; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
+    threads_for_ranges(w->workers, w->id_end, SLOT_CHUNK, forget_free_ids, &g);
     threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &s);
     measure(t);
     t->base_cost = t->cost;

@@ -2,6 +2,7 @@
  * adds, removes, moves (small steps and teleports) and shape changes interleaved with steps
  * over 200 frames agree with brute force; steady-state steps allocate nothing. */
 #include "oracle.h"
+#include "world.h"
 
 #include <math.h>
 
@@ -338,6 +339,40 @@ TEST(no_allocation_in_steady_state) {
     }
 }
 
+/* While a step holds the world, every mutation and a second step are refused with BUSY and
+ * change nothing. The flag is raised by hand here: a real race cannot be timed in a test. */
+TEST(busy_world_refuses_mutations) {
+    scene s;
+    REQUIRE(scene_make(&s, SCENE_SHAPES, 500, 4));
+    uint32_t *ids = malloc(s.count * sizeof *ids);
+    broadphase_world *w = make_world(3, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2);
+    REQUIRE(w);
+    CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+    broadphase_pairs p = step_ok(w);
+    size_t before = p.count;
+    broadphase_pair first = p.data[0];
+    __atomic_store_n(&w->busy, 1, __ATOMIC_RELEASE);
+    float one[1] = {1.0f};
+    broadphase_boxes box = {one, one, one, one, one, one};
+    broadphase_spheres ball = {one, one, one, one};
+    uint32_t id = 0, out = 0;
+    CHECK_EQ_INT(broadphase_add_boxes(w, 1, &box, &out), BROADPHASE_ERROR_BUSY);
+    CHECK_EQ_INT(broadphase_add_spheres(w, 1, &ball, &out), BROADPHASE_ERROR_BUSY);
+    CHECK_EQ_INT(broadphase_move_boxes(w, 1, &id, &box), BROADPHASE_ERROR_BUSY);
+    CHECK_EQ_INT(broadphase_move_spheres(w, 1, &id, &ball), BROADPHASE_ERROR_BUSY);
+    CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_ERROR_BUSY);
+    CHECK_EQ_INT(broadphase_step(w, &p), BROADPHASE_ERROR_BUSY);
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    CHECK_EQ_INT(broadphase_object_count(w), s.count);
+    p = step_ok(w);
+    CHECK_EQ_INT(p.count, before);
+    CHECK(p.count > 0 && p.data[0].a == first.a && p.data[0].b == first.b);
+    broadphase_destroy(w);
+    free(ids);
+    scene_free(&s);
+}
+
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
-          TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state))
+          TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
+          TEST_ENTRY(busy_world_refuses_mutations))
