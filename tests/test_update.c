@@ -372,7 +372,42 @@ TEST(busy_world_refuses_mutations) {
     scene_free(&s);
 }
 
+/* Batches large enough to be validated over several chunks in parallel still name their first
+ * bad element, and leave the world as it was. */
+TEST(large_batch_names_first_bad_element) {
+    enum { N = 200000 };
+    scene s;
+    REQUIRE(scene_make(&s, SCENE_UNIFORM, N, 6));
+    uint32_t *ids = malloc(N * sizeof *ids);
+    broadphase_world *w = make_world(3, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2);
+    REQUIRE(w);
+    CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+    broadphase_pairs p = step_ok(w);
+    size_t before = p.count;
+    broadphase_boxes boxes = {s.min[0], s.min[1], s.min[2], s.max[0], s.max[1], s.max[2]};
+    float keep_a = s.min[1][150001], keep_b = s.max[2][70001];
+    s.min[1][150001] = NAN;      /* later chunk: must not be the one reported */
+    s.max[2][70001] = -INFINITY; /* first bad element */
+    CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_last_error_index(w), 70001);
+    s.max[2][70001] = keep_b;
+    s.min[1][99999] = s.max[1][99999] + 1.0f; /* inverted, before the NaN */
+    CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_ERROR_INVERTED_BOX);
+    CHECK_EQ_INT(broadphase_last_error_index(w), 99999);
+    uint32_t *fresh = malloc(N * sizeof *fresh);
+    CHECK_EQ_INT(broadphase_add_boxes(w, N, &boxes, fresh), BROADPHASE_ERROR_INVERTED_BOX);
+    CHECK_EQ_INT(broadphase_last_error_index(w), 99999);
+    CHECK_EQ_INT(broadphase_object_count(w), N);
+    p = step_ok(w);
+    CHECK_EQ_INT(p.count, before);
+    s.min[1][150001] = keep_a;
+    broadphase_destroy(w);
+    free(fresh);
+    free(ids);
+    scene_free(&s);
+}
+
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
-          TEST_ENTRY(busy_world_refuses_mutations))
+          TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))
