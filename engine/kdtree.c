@@ -10,6 +10,7 @@
 
 #include "overlap.h"
 #include "parallel.h"
+#include "tree.h"
 #include "world.h"
 
 #include <math.h>
@@ -60,33 +61,13 @@ typedef struct kd_job {
     uint32_t node, kind, lo, hi; /* JOB_OWN: own objects [lo, hi) of node */
 } kd_job;
 
-/* Per-worker search memory: the parent-to-child list (SoA) and hit buffers. Grown inside the
- * parallel search by its owner, so the accounting is per worker. */
-typedef struct kd_worker {
-    _Alignas(64) float *lmin[3];
-    float *lmax[3];
-    uint32_t *lid;
-    size_t list_capacity;
-    uint32_t *hits, *rows, *ids, *scratch; /* rows: the row of each hit of a pair kernel */
-    size_t hit_capacity;
-    uint64_t allocations;
-    size_t bytes;
-    bool failed;
-} kd_worker;
-
 typedef struct kdtree {
     kd_node *nodes;
     size_t node_capacity;
     uint32_t node_count; /* accessed with atomics during the build */
     bool overflow;
 
-    /* Objects in tree order: two buffers, so that a refit can lay them out anew. */
-    float *smin[2][3], *smax[2][3];
-    uint32_t *sid[2];
-    void *slot_block[2];
-    int cur;
-    size_t slot_capacity;
-    uint32_t slot_count;
+    tree_slots slots; /* objects in tree order */
 
     kd_record *records;
     size_t record_capacity;
@@ -107,8 +88,7 @@ typedef struct kdtree {
 
     kd_job *jobs;
     size_t job_count, job_capacity;
-    kd_worker *workers;
-    int worker_count;
+    tree_workers workers;
 
     bool built;
     double search_end_ms;
@@ -156,51 +136,6 @@ static kdtree *tree_of(broadphase_world *w) {
         }
     }
     return w->kdtree;
-}
-
-static size_t slot_stride(size_t capacity) {
-    return (capacity + SIMD_PAD + 15) / 16 * 16;
-}
-
-static size_t slot_block_bytes(size_t capacity) {
-    return slot_stride(capacity) * (6 * sizeof(float) + sizeof(uint32_t));
-}
-
-/* Tree-order columns for `need` objects; the padding after the last slot is never read past
- * slot_count because every range ends at or before it, but it holds sentinels all the same. */
-static bool slots_reserve(broadphase_world *w, kdtree *t, size_t need) {
-    if (need <= t->slot_capacity && t->slot_block[0]) return true;
-    size_t cap = t->slot_capacity + t->slot_capacity / 2;
-    if (cap < need) cap = need;
-    if (cap < 64) cap = 64;
-    size_t stride = slot_stride(cap);
-    void *blocks[2];
-    for (int b = 0; b < 2; b++) {
-        blocks[b] = world_alloc(w, slot_block_bytes(cap));
-        if (!blocks[b]) {
-            if (b) world_free(w, blocks[0], slot_block_bytes(cap));
-            return false;
-        }
-    }
-    for (int b = 0; b < 2; b++) {
-        world_free(w, t->slot_block[b], t->slot_block[b] ? slot_block_bytes(t->slot_capacity) : 0);
-        t->slot_block[b] = blocks[b];
-        float *f = blocks[b];
-        for (int k = 0; k < 3; k++) {
-            t->smin[b][k] = f + stride * (size_t)k;
-            t->smax[b][k] = f + stride * (size_t)(3 + k);
-        }
-        t->sid[b] = (uint32_t *)(f + stride * 6);
-        for (size_t i = 0; i < stride; i++) {
-            for (int k = 0; k < 3; k++) {
-                t->smin[b][k][i] = INFINITY;
-                t->smax[b][k][i] = -INFINITY;
-            }
-            t->sid[b][i] = NONE;
-        }
-    }
-    t->slot_capacity = cap;
-    return true;
 }
 
 /* node_of covers every id handed out so far; ids new to it read as absent from the tree. */
@@ -441,14 +376,14 @@ typedef struct scatter_ctx {
 static void scatter_records(size_t begin, size_t end, int worker, void *p) {
     (void)worker;
     kdtree *t = ((scatter_ctx *)p)->t;
-    int b = t->cur;
+    int b = t->slots.cur;
     for (size_t i = begin; i < end; i++) {
         const kd_record *r = &t->records[i];
         for (int k = 0; k < 3; k++) {
-            t->smin[b][k][i] = r->min[k];
-            t->smax[b][k][i] = r->max[k];
+            t->slots.smin[b][k][i] = r->min[k];
+            t->slots.smax[b][k][i] = r->max[k];
         }
-        t->sid[b][i] = r->id;
+        t->slots.sid[b][i] = r->id;
     }
 }
 
@@ -465,7 +400,7 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
     kdtree *t = ((scatter_ctx *)p)->t;
     size_t end = (chunk + 1) * NODE_CHUNK;
     if (end > t->node_count) end = t->node_count;
-    const uint32_t *sid = t->sid[t->cur];
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
     for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
         for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++) {
             t->node_of[sid[s]] = (uint32_t)n;
@@ -524,8 +459,8 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
                     0) ||
         !world_grow(w, (void **)&t->records, &t->record_capacity, w->live_count + 1,
                     sizeof(kd_record), 0) ||
-        !slots_reserve(w, t, w->live_count) || !id_tables_reserve(w, t) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slot_capacity + 1,
+        !tree_slots_reserve(w, &t->slots, w->live_count) || !id_tables_reserve(w, t) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx g = {w, t};
@@ -553,8 +488,8 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
     fix_sub_end(t, 0);
-    t->cur = 0;
-    t->slot_count = count;
+    t->slots.cur = 0;
+    t->slots.count = count;
     scatter_ctx s = {t};
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
     threads_for_ranges(w->workers, w->id_end, SLOT_CHUNK, forget_free_ids, &g);
@@ -574,19 +509,19 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     tree_ctx *c = p;
     const broadphase_world *w = c->w;
     kdtree *t = c->t;
-    int b = t->cur, dims = w->config.dimensions;
+    int b = t->slots.cur, dims = w->config.dimensions;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
-    if (end > t->slot_count) end = t->slot_count;
+    if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
         /* Slots are in tree order and the world's columns in id order: every read below is a
          * cache miss unless fetched ahead. */
-        uint32_t ahead = t->sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
+        uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
         for (int k = 0; k < 3; k++) {
             __builtin_prefetch(&w->min[k][ahead]);
             __builtin_prefetch(&w->max[k][ahead]);
         }
-        uint32_t id = t->sid[b][s];
+        uint32_t id = t->slots.sid[b][s];
         /* Free ids hold the world's sentinels (min = +inf), so the kind column need not be
          * read: one cache line fewer per object. */
         if (w->min[0][id] == INFINITY) {
@@ -596,8 +531,8 @@ static void refit_slots(size_t chunk, int worker, void *p) {
         }
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = t->smin[b][k][s] = w->min[k][id];
-            mx[k] = t->smax[b][k][s] = w->max[k][id];
+            mn[k] = t->slots.smin[b][k][s] = w->min[k][id];
+            mx[k] = t->slots.smax[b][k][s] = w->max[k][id];
         }
         uint32_t n = t->slot_node[s];
         uint32_t d = n;
@@ -614,7 +549,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     tree_ctx *c = p;
     kdtree *t = c->t;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
-    if (end > t->slot_count) end = t->slot_count;
+    if (end > t->slots.count) end = t->slots.count;
     uint64_t *out = t->moves + t->chunk_count[chunk];
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s];
@@ -644,25 +579,25 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
     copy_ctx *c = p;
     const broadphase_world *w = c->w;
     kdtree *t = c->t;
-    int from = t->cur, to = 1 - t->cur;
+    int from = t->slots.cur, to = 1 - t->slots.cur;
     size_t end_node = (chunk + 1) * NODE_CHUNK;
     if (end_node > t->node_count) end_node = t->node_count;
     for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
         const kd_node *node = &t->nodes[n];
         uint32_t dst = t->new_begin[n];
         for (uint32_t s = node->begin; s < node->end; s++) {
-            uint32_t id = t->sid[from][s];
+            uint32_t id = t->slots.sid[from][s];
             if (t->dest[s] == DEAD) {
                 t->node_of[id] = NONE;
                 continue;
             }
             if (t->dest[s] != n) continue;
             for (int k = 0; k < 3; k++) {
-                t->smin[to][k][dst] = t->smin[from][k][s];
-                t->smax[to][k][dst] = t->smax[from][k][s];
+                t->slots.smin[to][k][dst] = t->slots.smin[from][k][s];
+                t->slots.smax[to][k][dst] = t->slots.smax[from][k][s];
             }
             t->slot_node[dst] = (uint32_t)n;
-            t->sid[to][dst++] = id;
+            t->slots.sid[to][dst++] = id;
         }
         size_t first = t->arrive_first[n];
         size_t last = n + 1 < t->node_count ? t->arrive_first[n + 1] : c->move_count;
@@ -670,13 +605,13 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
             uint32_t src = (uint32_t)t->moves[m];
             bool inserted = src & 0x80000000u;
             uint32_t s = src & 0x7fffffffu;
-            uint32_t id = inserted ? s : t->sid[from][s];
+            uint32_t id = inserted ? s : t->slots.sid[from][s];
             for (int k = 0; k < 3; k++) {
-                t->smin[to][k][dst] = inserted ? w->min[k][id] : t->smin[from][k][s];
-                t->smax[to][k][dst] = inserted ? w->max[k][id] : t->smax[from][k][s];
+                t->slots.smin[to][k][dst] = inserted ? w->min[k][id] : t->slots.smin[from][k][s];
+                t->slots.smax[to][k][dst] = inserted ? w->max[k][id] : t->slots.smax[from][k][s];
             }
             t->slot_node[dst] = (uint32_t)n;
-            t->sid[to][dst++] = id;
+            t->slots.sid[to][dst++] = id;
             t->node_of[id] = (uint32_t)n;
         }
     }
@@ -687,7 +622,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
 static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     kdtree *t = ((tree_ctx *)p)->t;
-    int b = t->cur;
+    int b = t->slots.cur;
     size_t end_node = (chunk + 1) * NODE_CHUNK;
     if (end_node > t->node_count) end_node = t->node_count;
     for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
@@ -696,7 +631,7 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
         int s = node->sweep;
         if (!is_leaf(node)) {
             float lo = INFINITY, hi = -INFINITY;
-            const float *mn = t->smin[b][node->axis], *mx = t->smax[b][node->axis];
+            const float *mn = t->slots.smin[b][node->axis], *mx = t->slots.smax[b][node->axis];
             for (uint32_t i = node->begin; i < node->end; i++) {
                 lo = mn[i] < lo ? mn[i] : lo;
                 hi = mx[i] > hi ? mx[i] : hi;
@@ -704,30 +639,30 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
             node->slab_lo = lo;
             node->slab_hi = hi;
         }
-        float *key = t->smin[b][s];
+        float *key = t->slots.smin[b][s];
         float reach = 0.0f;
         for (uint32_t i = node->begin; i < node->end; i++) {
-            float e = t->smax[b][s][i] - key[i];
+            float e = t->slots.smax[b][s][i] - key[i];
             reach = e > reach ? e : reach;
             if (i == node->begin || key[i - 1] <= key[i]) continue;
             float mn[3], mx[3];
             for (int a = 0; a < 3; a++) {
-                mn[a] = t->smin[b][a][i];
-                mx[a] = t->smax[b][a][i];
+                mn[a] = t->slots.smin[b][a][i];
+                mx[a] = t->slots.smax[b][a][i];
             }
-            uint32_t id = t->sid[b][i], j = i;
+            uint32_t id = t->slots.sid[b][i], j = i;
             for (; j > node->begin && key[j - 1] > mn[s]; j--) {
                 for (int a = 0; a < 3; a++) {
-                    t->smin[b][a][j] = t->smin[b][a][j - 1];
-                    t->smax[b][a][j] = t->smax[b][a][j - 1];
+                    t->slots.smin[b][a][j] = t->slots.smin[b][a][j - 1];
+                    t->slots.smax[b][a][j] = t->slots.smax[b][a][j - 1];
                 }
-                t->sid[b][j] = t->sid[b][j - 1];
+                t->slots.sid[b][j] = t->slots.sid[b][j - 1];
             }
             for (int a = 0; a < 3; a++) {
-                t->smin[b][a][j] = mn[a];
-                t->smax[b][a][j] = mx[a];
+                t->slots.smin[b][a][j] = mn[a];
+                t->slots.smax[b][a][j] = mx[a];
             }
-            t->sid[b][j] = id;
+            t->slots.sid[b][j] = id;
         }
         node->reach = nextafterf(reach, INFINITY);
     }
@@ -735,14 +670,14 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
 
 static broadphase_status refit(broadphase_world *w, kdtree *t) {
     int dims = w->config.dimensions;
-    size_t chunks = (t->slot_count + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    size_t chunks = (t->slots.count + SLOT_CHUNK - 1) / SLOT_CHUNK;
     size_t nodes = t->node_count;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slot_count + 1, sizeof(uint32_t),
+        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slot_capacity + 1,
-                    sizeof(uint32_t), t->slot_count) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                    sizeof(uint32_t), t->slots.count) ||
         !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, nodes + 1, sizeof(uint32_t),
                     0) ||
         !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, nodes + 1, sizeof(uint32_t),
@@ -756,7 +691,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     /* Sized for every object moving at once, so that the count of movers, which changes every
      * step, never makes a step allocate. */
-    size_t need = t->slot_count + w->added_count + 1;
+    size_t need = t->slots.count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
         !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -825,71 +760,13 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         t->nodes[n].end = t->new_begin[n] + t->own_count[n];
     }
     fix_sub_end(t, 0);
-    t->cur = 1 - t->cur;
-    t->slot_count = total;
+    t->slots.cur = 1 - t->slots.cur;
+    t->slots.count = total;
     threads_for_chunks(w->workers, node_chunks, resort_sweep_nodes, &c);
     return BROADPHASE_OK;
 }
 
 /* ---- pair search ---------------------------------------------------------------------------- */
-
-/* Grows geometrically during the search; `exact` (before it) grows to the need itself, so that
- * workers matching each other's sizes do not keep doubling one another. */
-static bool worker_reserve(kd_worker *k, size_t list_need, size_t hit_need, bool exact) {
-    if (list_need > k->list_capacity) {
-        size_t cap = exact ? 0 : k->list_capacity * 2;
-        if (cap < list_need) cap = list_need;
-        if (cap < 256) cap = 256;
-        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
-        size_t bytes = stride * 7 * sizeof(float);
-        float *block = aligned_alloc(64, bytes);
-        if (!block) return false;
-        for (int c = 0; c < 7; c++) {
-            float *col = block + stride * (size_t)c;
-            const float *old = c < 3 ? k->lmin[c] : c < 6 ? k->lmax[c - 3] : (float *)k->lid;
-            if (old) memcpy(col, old, k->list_capacity * sizeof(float));
-        }
-        if (k->lmin[0]) {
-            free(k->lmin[0]);
-            k->bytes -= ((k->list_capacity + SIMD_PAD + 15) / 16 * 16) * 7 * sizeof(float);
-        }
-        for (int c = 0; c < 3; c++) {
-            k->lmin[c] = block + stride * (size_t)c;
-            k->lmax[c] = block + stride * (size_t)(3 + c);
-        }
-        k->lid = (uint32_t *)(block + stride * 6);
-        k->list_capacity = cap;
-        k->allocations++;
-        k->bytes += bytes;
-    }
-    if (hit_need > k->hit_capacity) {
-        size_t cap = exact ? 0 : k->hit_capacity * 2;
-        if (cap < hit_need) cap = hit_need;
-        /* Room for many short rows, so that a pair kernel call covers a whole small node. */
-        if (cap < 1024) cap = 1024;
-        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
-        uint32_t *block = aligned_alloc(64, stride * 4 * sizeof(uint32_t));
-        if (!block) return false;
-        if (k->hits) {
-            free(k->hits);
-            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 4 * sizeof(uint32_t);
-        }
-        k->hits = block;
-        k->rows = block + stride;
-        k->ids = block + 2 * stride;
-        k->scratch = block + 3 * stride;
-        k->hit_capacity = cap;
-        k->allocations++;
-        k->bytes += stride * 4 * sizeof(uint32_t);
-    }
-    return true;
-}
-
-static void worker_release(kd_worker *k) {
-    free(k->lmin[0]);
-    free(k->hits);
-    memset(k, 0, sizeof *k);
-}
 
 typedef struct search_ctx {
     broadphase_world *w;
@@ -898,58 +775,11 @@ typedef struct search_ctx {
     int dims;
 } search_ctx;
 
-/* Emits the pairs between object qid and the candidates at hit positions (mapped to ids). */
-static void emit(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t qid,
-                 const uint32_t *pos_to_id, size_t h) {
-    if (h == 0) return;
-    for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
-    h = world_exact_filter(c->w, qid, k->ids, h, k->ids, k->scratch);
-    if (!pairs_writer_reserve(wr, h)) return;
-    for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
-}
-
-/* Emits the pairs a pair kernel found: (row_id[rows[j]], col_id[hits[j]]), grouped by row. */
-static void emit_pairs(const search_ctx *c, kd_worker *k, pairs_writer *wr, const uint32_t *row_id,
-                       const uint32_t *col_id, size_t h) {
-    if (h == 0) return;
-    if (c->w->sphere_count == 0) {
-        if (!pairs_writer_reserve(wr, h)) return;
-        for (size_t j = 0; j < h; j++)
-            pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
-        return;
-    }
-    for (size_t j = 0; j < h;) {
-        uint32_t r = k->rows[j];
-        size_t m = 0;
-        for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
-        uint32_t qid = row_id[r];
-        m = world_exact_filter(c->w, qid, k->ids, m, k->ids, k->scratch);
-        if (!pairs_writer_reserve(wr, m)) return;
-        for (size_t x = 0; x < m; x++) pairs_writer_push(wr, qid, k->ids[x]);
-    }
-}
-
-/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
-static inline float next_down(float x) {
-    if (x == -INFINITY) return x;
-    if (x == 0.0f) return -0x1p-149f;
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = x > 0.0f ? u - 1u : u + 1u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* nextafterf(x, INFINITY) for x not NaN. */
-static inline float next_up(float x) {
-    return -next_down(-x);
-}
-
 /* An internal node's objects straddle its plane, so they span a thin slab along its axis, and
  * most of the list [*lb, *le) misses it: two selections keep the entries that reach the slab of
  * own objects [lo, hi) (min <= its top, then max >= its bottom), placed after *le, where the
  * children's lists go later, and the range is narrowed to them. False on out of memory. */
-static bool narrow_list(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, const kd_node *node,
                         uint32_t lo, uint32_t hi, size_t *lb, size_t *le) {
     int x = node->axis;
     float slab_lo = INFINITY, slab_hi = -INFINITY;
@@ -958,7 +788,7 @@ static bool narrow_list(const search_ctx *c, kd_worker *k, pairs_writer *wr, con
         slab_hi = c->slots.max[x][i] > slab_hi ? c->slots.max[x][i] : slab_hi;
     }
     size_t len = *le - *lb;
-    if (!worker_reserve(k, *le + 2 * len + 2 * SIMD_PAD, 0, false)) {
+    if (!tree_worker_reserve(k, *le + 2 * len + 2 * SIMD_PAD, 0, false)) {
         k->failed = wr->failed = true;
         return false;
     }
@@ -968,11 +798,11 @@ static bool narrow_list(const search_ctx *c, kd_worker *k, pairs_writer *wr, con
         all.max[a] = k->lmax[a];
     }
     size_t first = *le;
-    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, next_up(slab_hi), 0,
+    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, tree_next_up(slab_hi), 0,
                                      k->lmin, k->lmax, k->lid, first);
     size_t second = first + below + SIMD_PAD;
     size_t kept = simd_boxes_select(&all, k->lid, first, first + below, c->dims, x,
-                                    next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
+                                    tree_next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
     *lb = second;
     *le = second + kept;
     return true;
@@ -981,20 +811,20 @@ static bool narrow_list(const search_ctx *c, kd_worker *k, pairs_writer *wr, con
 /* A small node's own objects [lo, hi) against each other (and those up to own_end) and against
  * the list [lb, le), with the pair kernels: a few calls per node instead of two per object. The
  * shorter side becomes the rows, since each row costs its width rounded up to 8. */
-static void test_small_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+static void test_small_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, const kd_node *node,
                            uint32_t lo, uint32_t hi, size_t lb, size_t le) {
     uint32_t own_end = node->end;
     const kdtree *t = c->t;
-    const uint32_t *sid = t->sid[t->cur];
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
     size_t cap = k->hit_capacity + SIMD_PAD;
     for (size_t r = lo; r < hi;) {
         size_t h = simd_boxes_pairs_within(&c->slots, r, hi, c->dims, k->rows, k->hits, cap, &r);
-        emit_pairs(c, k, wr, sid, sid, h);
+        tree_emit_pairs(c->w, k, wr, sid, sid, h);
     }
     for (size_t r = lo; r < hi && hi < own_end;) {
         size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &c->slots, hi, own_end, c->dims,
                                              k->rows, k->hits, cap, &r);
-        emit_pairs(c, k, wr, sid, sid, h);
+        tree_emit_pairs(c->w, k, wr, sid, sid, h);
     }
     if (le <= lb || hi <= lo) return;
     if (!is_leaf(node) && le - lb > LIST_NARROW_MIN &&
@@ -1011,42 +841,25 @@ static void test_small_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, 
         for (size_t r = lo; r < hi;) {
             size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &list, lb, le, c->dims, k->rows,
                                                  k->hits, cap, &r);
-            emit_pairs(c, k, wr, sid, k->lid, h);
+            tree_emit_pairs(c->w, k, wr, sid, k->lid, h);
         }
     } else {
         for (size_t r = lb; r < le;) {
             size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &c->slots, lo, hi, c->dims, k->rows,
                                                  k->hits, cap, &r);
-            emit_pairs(c, k, wr, k->lid, sid, h);
+            tree_emit_pairs(c->w, k, wr, k->lid, sid, h);
         }
     }
-}
-
-/* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
- * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the
- * time. */
-static inline uint32_t bound(const float *key, uint32_t lo, uint32_t hi, float x, bool inclusive) {
-    if (lo >= hi) return lo;
-    const float *base = key + lo;
-    uint32_t len = hi - lo;
-    while (len > 1) {
-        uint32_t half = len / 2;
-        bool below = inclusive ? base[half] <= x : base[half] < x;
-        base = below ? base + half : base;
-        len -= half;
-    }
-    bool below = inclusive ? *base <= x : *base < x;
-    return (uint32_t)(base - key) + below;
 }
 
 /* Own objects [lo, hi) of `node` against its own objects after them and against the list
  * [lb, le). An internal node first narrows the list to the entries that reach its objects' slab.
  * A sorted (sweep) node then narrows each query to the run that can reach it; a small one tests
  * its objects against the list with the pair kernels. */
-static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const kd_node *node,
+static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, const kd_node *node,
                      uint32_t lo, uint32_t hi, size_t lb, size_t le) {
     const kdtree *t = c->t;
-    int b = t->cur;
+    int b = t->slots.cur;
     uint32_t own_end = node->end;
     int s = node->sweep;
     if (s == NO_SWEEP) {
@@ -1054,16 +867,16 @@ static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const 
         return;
     }
     for (uint32_t i = lo; i < hi; i++) {
-        float qmin[3] = {t->smin[b][0][i], t->smin[b][1][i], t->smin[b][2][i]};
-        float qmax[3] = {t->smax[b][0][i], t->smax[b][1][i], t->smax[b][2][i]};
-        uint32_t qid = t->sid[b][i];
+        float qmin[3] = {t->slots.smin[b][0][i], t->slots.smin[b][1][i], t->slots.smin[b][2][i]};
+        float qmax[3] = {t->slots.smax[b][0][i], t->slots.smax[b][1][i], t->slots.smax[b][2][i]};
+        uint32_t qid = t->slots.sid[b][i];
         /* The run is short (objects within one extent along the sweep axis) and it is tested
          * right after, so walking it beats a search. */
-        const float *key = t->smin[b][s];
+        const float *key = t->slots.smin[b][s];
         uint32_t end = i + 1;
         while (end < own_end && key[end] <= qmax[s]) end++;
         size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, i + 1, end, c->dims, k->hits);
-        emit(c, k, wr, qid, t->sid[b], h);
+        tree_emit(c->w, k, wr, qid, t->slots.sid[b], h);
     }
     if (le <= lb || hi <= lo) return;
     if (!is_leaf(node) && !narrow_list(c, k, wr, node, lo, hi, &lb, &le)) return;
@@ -1072,16 +885,16 @@ static void test_own(const search_ctx *c, kd_worker *k, pairs_writer *wr, const 
         float qmin[3] = {k->lmin[0][x], k->lmin[1][x], c->dims == 3 ? k->lmin[2][x] : 0.0f};
         float qmax[3] = {k->lmax[0][x], k->lmax[1][x], c->dims == 3 ? k->lmax[2][x] : 0.0f};
         /* Rounded down: an object whose min is below this ends before the query begins. */
-        float from = next_down(qmin[s] - node->reach);
-        uint32_t first = bound(t->smin[b][s], lo, hi, from, false);
-        uint32_t last = bound(t->smin[b][s], first, hi, qmax[s], true);
+        float from = tree_next_down(qmin[s] - node->reach);
+        uint32_t first = tree_bound(t->slots.smin[b][s], lo, hi, from, false);
+        uint32_t last = tree_bound(t->slots.smin[b][s], first, hi, qmax[s], true);
         if (first == last) continue;
         size_t h = simd_box_vs_boxes(qmin, qmax, &c->slots, first, last, c->dims, k->hits);
-        emit(c, k, wr, k->lid[x], t->sid[b], h);
+        tree_emit(c->w, k, wr, k->lid[x], t->slots.sid[b], h);
     }
 }
 
-static void list_push(kd_worker *k, size_t at, const float *const mn[3], const float *const mx[3],
+static void list_push(tree_worker *k, size_t at, const float *const mn[3], const float *const mx[3],
                       const uint32_t *ids, size_t i) {
     for (int a = 0; a < 3; a++) {
         k->lmin[a][at] = mn[a][i];
@@ -1090,13 +903,13 @@ static void list_push(kd_worker *k, size_t at, const float *const mn[3], const f
     k->lid[at] = ids[i];
 }
 
-static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uint32_t n, size_t lb,
+static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n, size_t lb,
                         size_t le) {
     const kdtree *t = c->t;
     const kd_node *node = &t->nodes[n];
-    int b = t->cur;
+    int b = t->slots.cur;
     size_t own = node->end - node->begin;
-    if (!worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1, false)) {
+    if (!tree_worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1, false)) {
         k->failed = wr->failed = true;
         return;
     }
@@ -1106,7 +919,7 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
     float plane = node->plane;
     for (int side = 0; side < 2; side++) {
         if (node->child[side] == NONE) continue;
-        if (!worker_reserve(k, le + (le - lb) + own + SIMD_PAD, 0, false)) {
+        if (!tree_worker_reserve(k, le + (le - lb) + own + SIMD_PAD, 0, false)) {
             k->failed = wr->failed = true;
             return;
         }
@@ -1120,23 +933,23 @@ static void search_node(const search_ctx *c, kd_worker *k, pairs_writer *wr, uin
         size_t at = le;
         at += simd_boxes_select(&list, k->lid, lb, le, c->dims, axis, plane, side, k->lmin, k->lmax,
                                 k->lid, at);
-        at += simd_boxes_select(&c->slots, t->sid[b], node->begin, node->end, c->dims, axis, plane,
+        at += simd_boxes_select(&c->slots, t->slots.sid[b], node->begin, node->end, c->dims, axis, plane,
                                 side, k->lmin, k->lmax, k->lid, at);
         search_node(c, k, wr, node->child[side], le, at);
     }
 }
 
 /* The ancestors' objects that reach node r's cell, into the list from 0; returns its length. */
-static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool *ok) {
+static size_t ancestors_list(const search_ctx *c, tree_worker *k, uint32_t r, bool *ok) {
     const kdtree *t = c->t;
     const kd_node *target = &t->nodes[r];
-    int b = t->cur;
-    const float *const smin[3] = {t->smin[b][0], t->smin[b][1], t->smin[b][2]};
-    const float *const smax[3] = {t->smax[b][0], t->smax[b][1], t->smax[b][2]};
+    int b = t->slots.cur;
+    const float *const smin[3] = {t->slots.smin[b][0], t->slots.smin[b][1], t->slots.smin[b][2]};
+    const float *const smax[3] = {t->slots.smax[b][0], t->slots.smax[b][1], t->slots.smax[b][2]};
     size_t at = 0;
     for (uint32_t a = target->parent; a != NONE; a = t->nodes[a].parent) {
         const kd_node *anc = &t->nodes[a];
-        if (!worker_reserve(k, at + (anc->end - anc->begin) + 1, 0, false)) {
+        if (!tree_worker_reserve(k, at + (anc->end - anc->begin) + 1, 0, false)) {
             *ok = false;
             return 0;
         }
@@ -1150,14 +963,14 @@ static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool
              * split axis: only the nearest ancestors split on each axis usually remain. */
             int x = anc->axis;
             if (!(anc->slab_lo < target->cell_hi[x] && anc->slab_hi > target->cell_lo[x])) continue;
-            first = bound(smin[s], first, last, next_down(target->cell_lo[s] - anc->reach), false);
-            last = bound(smin[s], first, last, target->cell_hi[s], false);
+            first = tree_bound(smin[s], first, last, tree_next_down(target->cell_lo[s] - anc->reach), false);
+            last = tree_bound(smin[s], first, last, target->cell_hi[s], false);
         }
         for (uint32_t i = first; i < last; i++) {
             bool reaches = true;
             for (int d = 0; d < c->dims; d++)
                 reaches &= (smin[d][i] < target->cell_hi[d]) & (smax[d][i] > target->cell_lo[d]);
-            list_push(k, at, smin, smax, t->sid[b], i);
+            list_push(k, at, smin, smax, t->slots.sid[b], i);
             at += reaches;
         }
     }
@@ -1167,7 +980,7 @@ static size_t ancestors_list(const search_ctx *c, kd_worker *k, uint32_t r, bool
 static void search_job(size_t job, int worker, void *p) {
     const search_ctx *c = p;
     kdtree *t = c->t;
-    kd_worker *k = &t->workers[worker];
+    tree_worker *k = &t->workers.at[worker];
     const kd_job *j = &t->jobs[job];
     pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
     bool ok = true;
@@ -1179,7 +992,7 @@ static void search_job(size_t job, int worker, void *p) {
     } else {
         const kd_node *node = &t->nodes[j->node];
         size_t own = node->end - node->begin;
-        if (!worker_reserve(k, n0, (own > n0 ? own : n0) + 1, false))
+        if (!tree_worker_reserve(k, n0, (own > n0 ? own : n0) + 1, false))
             k->failed = wr.failed = true;
         else
             test_own(c, k, &wr, node, j->lo, j->hi, 0, n0);
@@ -1204,48 +1017,19 @@ static void collect_jobs(kdtree *t, uint32_t n) {
 }
 
 static broadphase_status search(broadphase_world *w, kdtree *t) {
-    if (t->worker_count < w->workers) {
-        size_t old = (size_t)t->worker_count, cap = old;
-        if (!world_grow(w, (void **)&t->workers, &cap, (size_t)w->workers, sizeof(kd_worker), old))
-            return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        memset(t->workers + old, 0, (cap - old) * sizeof(kd_worker));
-        t->worker_count = (int)cap;
-    }
-    /* Every worker gets the room the hungriest one needed so far: which worker runs which job
-     * changes from step to step, and a steady-state step must not allocate. */
-    size_t list_need = 0, hit_need = 0;
-    for (int i = 0; i < t->worker_count; i++) {
-        if (t->workers[i].list_capacity > list_need) list_need = t->workers[i].list_capacity;
-        if (t->workers[i].hit_capacity > hit_need) hit_need = t->workers[i].hit_capacity;
-    }
-    for (int i = 0; i < w->workers; i++)
-        if (!worker_reserve(&t->workers[i], list_need, hit_need, true))
-            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* At most one subtree job per node plus the pieces of own objects. */
-    size_t max_jobs = t->node_count + t->slot_count / OWN_PIECE + 2;
+    size_t max_jobs = t->node_count + t->slots.count / OWN_PIECE + 2;
     if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
-    if (t->slot_count > 0) collect_jobs(t, 0);
+    if (t->slots.count > 0) collect_jobs(t, 0);
     search_ctx c = {w, t, {{0}, {0}}, w->config.dimensions};
     for (int a = 0; a < 3; a++) {
-        c.slots.min[a] = t->smin[t->cur][a];
-        c.slots.max[a] = t->smax[t->cur][a];
+        c.slots.min[a] = t->slots.smin[t->slots.cur][a];
+        c.slots.max[a] = t->slots.smax[t->slots.cur][a];
     }
-    pairs_result r = PAIRS_RETRY;
-    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
-        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        threads_for_chunks(w->workers, t->job_count, search_job, &c);
-        for (int i = 0; i < t->worker_count; i++) {
-            if (t->workers[i].failed) {
-                t->workers[i].failed = false;
-                return BROADPHASE_ERROR_OUT_OF_MEMORY;
-            }
-        }
-        t->search_end_ms = world_now_ms();
-        r = pairs_finish(w);
-    }
-    return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+    return tree_run_search(w, &t->workers, t->job_count, search_job, &c, &t->search_end_ms);
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -1262,16 +1046,16 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
     } while (0)
 /* Every object inside its node's cell, node ranges nested as laid out, node_of consistent. */
 static void validate(const broadphase_world *w, const kdtree *t) {
-    int b = t->cur, dims = w->config.dimensions;
+    int b = t->slots.cur, dims = w->config.dimensions;
     size_t seen = 0;
     for (uint32_t n = 0; n < t->node_count; n++) {
         const kd_node *node = &t->nodes[n];
         KD_CHECK(node->begin <= node->end && node->end <= node->sub_end);
-        KD_CHECK(node->sub_end <= t->slot_count);
+        KD_CHECK(node->sub_end <= t->slots.count);
         for (uint32_t s = node->begin; s < node->end; s++) {
-            uint32_t id = t->sid[b][s];
-            float mn[3] = {t->smin[b][0][s], t->smin[b][1][s], t->smin[b][2][s]};
-            float mx[3] = {t->smax[b][0][s], t->smax[b][1][s], t->smax[b][2][s]};
+            uint32_t id = t->slots.sid[b][s];
+            float mn[3] = {t->slots.smin[b][0][s], t->slots.smin[b][1][s], t->slots.smin[b][2][s]};
+            float mx[3] = {t->slots.smax[b][0][s], t->slots.smax[b][1][s], t->slots.smax[b][2][s]};
             KD_CHECK(in_cell(node, mn, mx, dims));
             KD_CHECK(t->node_of[id] == n);
             KD_CHECK(t->slot_node[s] == n);
@@ -1283,7 +1067,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)
-                KD_CHECK(t->smin[b][node->sweep][s - 1] <= t->smin[b][node->sweep][s]);
+                KD_CHECK(t->slots.smin[b][node->sweep][s - 1] <= t->slots.smin[b][node->sweep][s]);
         seen += node->end - node->begin;
         for (int s = 0; s < 2; s++) {
             if (node->child[s] == NONE) continue;
@@ -1291,7 +1075,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             KD_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
         }
     }
-    KD_CHECK(seen == t->slot_count && seen == w->live_count);
+    KD_CHECK(seen == t->slots.count && seen == w->live_count);
 }
 #endif
 
@@ -1300,15 +1084,15 @@ broadphase_status kdtree_step(broadphase_world *w) {
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     double t0 = world_now_ms();
     broadphase_update_policy policy = w->config.update;
-    bool full = !t->built || t->slot_count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
-                (size_t)t->slot_count + w->added_count > t->slot_capacity;
+    bool full = !t->built || t->slots.count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
+                (size_t)t->slots.count + w->added_count > t->slots.capacity;
     if (!full && policy == BROADPHASE_UPDATE_AUTO) {
         /* The cost figure is the expected box tests per object inside nodes; it only grows
          * while refits pile objects into fewer nodes. Many new objects also call for a build. */
-        double now = (double)t->cost / (double)(t->slot_count ? t->slot_count : 1);
-        double base = (double)t->base_cost / (double)(t->slot_count ? t->slot_count : 1);
+        double now = (double)t->cost / (double)(t->slots.count ? t->slots.count : 1);
+        double base = (double)t->base_cost / (double)(t->slots.count ? t->slots.count : 1);
         full = now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
-               w->added_count > t->slot_count / 4;
+               w->added_count > t->slots.count / 4;
     }
     broadphase_status s;
     if (full) {
@@ -1332,7 +1116,7 @@ broadphase_status kdtree_step(broadphase_world *w) {
     w->stats.update_ms = t1 - t0;
     w->stats.search_ms = t->search_end_ms - t1;
     w->stats.output_ms = world_now_ms() - t->search_end_ms;
-    w->stats.quality = (float)((double)t->cost / (double)(t->slot_count ? t->slot_count : 1));
+    w->stats.quality = (float)((double)t->cost / (double)(t->slots.count ? t->slots.count : 1));
     return s;
 }
 
@@ -1343,20 +1127,29 @@ void kdtree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
     s->leaves = t->leaves;
     s->depth = t->depth;
     s->objects_in_internal_nodes = t->internal_objects;
-    for (int i = 0; i < t->worker_count; i++) {
-        s->bytes_in_use += t->workers[i].bytes;
-        s->allocations += t->workers[i].allocations;
+    tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
+}
+
+size_t kdtree_fill_levels(const broadphase_world *w, broadphase_level *levels, size_t capacity) {
+    const kdtree *t = w->kdtree;
+    if (!t || !t->built) return 0;
+    for (size_t l = 0; l < capacity && l <= t->depth; l++) levels[l] = (broadphase_level){0, 0, 0};
+    for (uint32_t i = 0; i < t->node_count; i++) {
+        const kd_node *n = &t->nodes[i];
+        if (n->depth >= capacity) continue;
+        levels[n->depth].nodes++;
+        levels[n->depth].leaves += is_leaf(n);
+        levels[n->depth].objects += n->end - n->begin;
     }
+    return (size_t)t->depth + 1;
 }
 
 void kdtree_destroy(broadphase_world *w) {
     kdtree *t = w->kdtree;
     if (!t) return;
-    for (int i = 0; i < t->worker_count; i++) worker_release(&t->workers[i]);
-    world_free(w, t->workers, (size_t)t->worker_count * sizeof(kd_worker));
+    tree_workers_release(w, &t->workers);
     world_free(w, t->nodes, t->node_capacity * sizeof(kd_node));
-    for (int b = 0; b < 2; b++)
-        world_free(w, t->slot_block[b], t->slot_block[b] ? slot_block_bytes(t->slot_capacity) : 0);
+    tree_slots_release(w, &t->slots);
     world_free(w, t->records, t->record_capacity * sizeof(kd_record));
     world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
     world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));

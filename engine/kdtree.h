@@ -9,4 +9,6 @@
 broadphase_status kdtree_step(broadphase_world *w);
 /* Node, leaf, depth and straddler figures for the statistics. */
 void kdtree_fill_stats(const broadphase_world *w, broadphase_stats *stats);
+/* Nodes, leaves and objects per level into levels[0 .. capacity); returns the level count. */
+size_t kdtree_fill_levels(const broadphase_world *w, broadphase_level *levels, size_t capacity);
 void kdtree_destroy(broadphase_world *w);

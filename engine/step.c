@@ -2,6 +2,7 @@
  * them sorted, and records the statistics of the step. */
 #include "brute_force.h"
 #include "kdtree.h"
+#include "octree.h"
 #include "world.h"
 
 #include <string.h>
@@ -11,10 +12,11 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     double start = world_now_ms();
     broadphase_status s;
-    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE)
-        s = brute_force_step(w);
-    else
-        s = kdtree_step(w);
+    switch (w->config.method) {
+    case BROADPHASE_METHOD_BRUTE_FORCE: s = brute_force_step(w); break;
+    case BROADPHASE_METHOD_OCTREE: s = octree_step(w); break;
+    default: s = kdtree_step(w); break;
+    }
     w->last_error_index = SIZE_MAX;
     if (s == BROADPHASE_OK) {
         w->added_count = 0;
@@ -46,6 +48,17 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     s.bytes_in_use = w->bytes + threads_scratch_bytes(&w->scratch);
     s.allocations = w->allocations + threads_scratch_allocations(&w->scratch);
     if (w->config.method == BROADPHASE_METHOD_KDTREE) kdtree_fill_stats(w, &s);
+    if (w->config.method == BROADPHASE_METHOD_OCTREE) octree_fill_stats(w, &s);
     *stats_out = s;
     return BROADPHASE_OK;
+}
+
+broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_level *levels,
+                                        size_t capacity, size_t *levels_out) {
+    if (!w || !levels_out || (!levels && capacity > 0)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    size_t n = 0;
+    if (w->config.method == BROADPHASE_METHOD_KDTREE) n = kdtree_fill_levels(w, levels, capacity);
+    if (w->config.method == BROADPHASE_METHOD_OCTREE) n = octree_fill_levels(w, levels, capacity);
+    *levels_out = n;
+    return n > capacity ? BROADPHASE_ERROR_BUFFER_TOO_SMALL : BROADPHASE_OK;
 }

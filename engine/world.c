@@ -4,6 +4,7 @@
 #include "world.h"
 
 #include "kdtree.h"
+#include "octree.h"
 #include "overlap.h"
 #include "parallel.h"
 
@@ -173,13 +174,14 @@ broadphase_config broadphase_config_default(int dimensions) {
     c.max_depth = 40;
     c.rebuild_threshold = 1.5f;
     c.initial_capacity = 0;
+    c.looseness = 2.0f;
     return c;
 }
 
 static bool config_valid(const broadphase_config *c) {
     if (c->dimensions != 2 && c->dimensions != 3) return false;
-    /* The octree lands with its own issue; until then it is refused rather than faked. */
-    if (c->method != BROADPHASE_METHOD_KDTREE && c->method != BROADPHASE_METHOD_BRUTE_FORCE)
+    if (c->method != BROADPHASE_METHOD_KDTREE && c->method != BROADPHASE_METHOD_OCTREE &&
+        c->method != BROADPHASE_METHOD_BRUTE_FORCE)
         return false;
     if (c->update != BROADPHASE_UPDATE_AUTO && c->update != BROADPHASE_UPDATE_REBUILD &&
         c->update != BROADPHASE_UPDATE_REFIT)
@@ -189,6 +191,7 @@ static bool config_valid(const broadphase_config *c) {
     if (c->max_depth < 1 || c->max_depth > 64) return false;
     if (!(c->rebuild_threshold >= 1.0f && c->rebuild_threshold <= 1000.0f)) return false;
     if (c->initial_capacity > (size_t)UINT32_MAX - 1) return false;
+    if (!(c->looseness >= 1.0f && c->looseness <= 4.0f)) return false;
     return true;
 }
 
@@ -215,6 +218,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
 void broadphase_destroy(broadphase_world *w) {
     if (!w) return;
     kdtree_destroy(w);
+    octree_destroy(w);
     pairs_release(w);
     threads_scratch_free(&w->scratch);
     world_free(w, w->column_block, column_block_bytes(w->capacity));

@@ -15,6 +15,7 @@ enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
 #define WORLD_NONE UINT32_MAX
 
 struct kdtree;
+struct octree;
 
 struct broadphase_world {
     broadphase_config config;
@@ -47,6 +48,7 @@ struct broadphase_world {
     pairs_state pairs;
     threads_scratch scratch; /* per-worker working memory of the methods */
     struct kdtree *kdtree;
+    struct octree *octree;
 
     broadphase_stats stats;
     uint64_t allocations;

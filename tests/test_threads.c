@@ -1,6 +1,7 @@
 /* Tests for threads/: parallel loops cover their work exactly once with worker indices in range,
  * task trees add up, per-worker scratch stays private and stops allocating, and the scan and the
- * radix sort match serial references and give identical results for every worker count. */
+ * radix sorts (keys alone, keys with values) match serial references and give identical results
+ * for every worker count. */
 #include "parallel.h"
 #include "test.h"
 
@@ -440,10 +441,135 @@ TEST(radix_sort_identical_across_workers) {
     }
 }
 
+/* ---- radix sort of pairs ------------------------------------------------------------------- */
+
+typedef struct key_index {
+    uint64_t key;
+    uint32_t index;
+} key_index;
+
+/* The reference for a stable sort: by key, then by input position. */
+static int compare_key_index(const void *a, const void *b) {
+    const key_index *x = a, *y = b;
+    if (x->key != y->key) return (x->key > y->key) - (x->key < y->key);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+enum pair_pattern { PAIRS_RANDOM, PAIRS_ONE_BUCKET, PAIRS_MOSTLY_ONE_BUCKET };
+static const char *const pair_pattern_names[] = {"random", "one_bucket", "mostly_one_bucket"};
+
+/* Keys drawn from a pool of about n / 4 distinct keys, so that most keys repeat and stability
+ * shows; one_bucket gives every key the same top 8 bits (the top-digit pass finds nothing to
+ * split), mostly_one_bucket sends 1 key in 64 to another bucket, leaving many tiny buckets. */
+static void make_pair_keys(uint64_t *keys, size_t n, int key_bits, enum pair_pattern pattern,
+                           uint64_t seed) {
+    uint64_t state = seed, mask = key_mask(key_bits);
+    uint64_t pool = n / 4 + 1;
+    int low_bits = key_bits > 8 ? key_bits - 8 : 0;
+    uint64_t top = (uint64_t)0x5a & key_mask(key_bits - low_bits);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next_random(&state);
+        uint64_t pick = 0x51ed270b0e23b5a1u * (r % pool + seed);
+        uint64_t key = next_random(&pick) & mask;
+        bool other = pattern == PAIRS_MOSTLY_ONE_BUCKET && (r >> 58) == 0;
+        if (pattern != PAIRS_RANDOM && !other) key = (top << low_bits) | (key & key_mask(low_bits));
+        keys[i] = key;
+    }
+}
+
+/* Sorts copies of keys and their indices with the given workers and compares them with the
+ * stable reference; every buffer carries guard words past its end, which must stay untouched. */
+static void check_radix_sort_pairs(const uint64_t *keys, const key_index *expect, size_t n,
+                                   int key_bits, int workers) {
+    size_t scratch_words = threads_radix_scratch_size(workers) / sizeof(uint64_t);
+    uint64_t *scratch = malloc((scratch_words + 4) * sizeof *scratch);
+    uint64_t *work = malloc((n + 4) * sizeof *work);
+    uint64_t *tmp = malloc((n + 4) * sizeof *tmp);
+    uint32_t *values = malloc((n + 4) * sizeof *values);
+    uint32_t *tmp_values = malloc((n + 4) * sizeof *tmp_values);
+    if (scratch && work && tmp && values && tmp_values) {
+        const uint64_t guard = 0xdeadbeefcafef00du;
+        const uint32_t guard_value = 0xfeedf00du;
+        for (int g = 0; g < 4; g++) {
+            scratch[scratch_words + g] = work[n + g] = tmp[n + g] = guard;
+            values[n + g] = tmp_values[n + g] = guard_value;
+        }
+        memcpy(work, keys, n * sizeof *work);
+        for (size_t i = 0; i < n; i++) values[i] = (uint32_t)i;
+        threads_radix_sort_pairs(workers, work, values, tmp, tmp_values, n, key_bits, scratch);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (work[i] != expect[i].key || values[i] != expect[i].index) bad = i;
+        CHECK(bad == n);
+        if (bad != n)
+            fprintf(stderr, "  first mismatch at %zu: got (%llu, %u) expected (%llu, %u)\n", bad,
+                    (unsigned long long)work[bad], values[bad], (unsigned long long)expect[bad].key,
+                    expect[bad].index);
+        for (int g = 0; g < 4; g++) {
+            CHECK(scratch[scratch_words + g] == guard);
+            CHECK(work[n + g] == guard);
+            CHECK(tmp[n + g] == guard);
+            CHECK(values[n + g] == guard_value);
+            CHECK(tmp_values[n + g] == guard_value);
+        }
+    } else {
+        CHECK(!"out of memory");
+    }
+    free(scratch);
+    free(work);
+    free(tmp);
+    free(values);
+    free(tmp_values);
+}
+
+/* Builds the keys and the reference for one case and checks every worker count against it. */
+static void check_radix_sort_pairs_case(size_t n, int key_bits, enum pair_pattern pattern,
+                                        uint64_t seed) {
+    uint64_t *keys = malloc((n + 1) * sizeof *keys);
+    key_index *expect = malloc((n + 1) * sizeof *expect);
+    if (!keys || !expect) {
+        CHECK(!"out of memory");
+        free(keys);
+        free(expect);
+        return;
+    }
+    make_pair_keys(keys, n, key_bits, pattern, seed);
+    for (size_t i = 0; i < n; i++) expect[i] = (key_index){keys[i], (uint32_t)i};
+    qsort(expect, n, sizeof *expect, compare_key_index);
+    for (int w = 0; w < WORKER_COUNTS; w++) {
+        TEST_CONTEXT("key_bits=%d n=%zu pattern=%s workers=%d seed=%llu", key_bits, n,
+                     pair_pattern_names[pattern], worker_counts[w], (unsigned long long)seed);
+        check_radix_sort_pairs(keys, expect, n, key_bits, worker_counts[w]);
+    }
+    free(keys);
+    free(expect);
+}
+
+TEST(radix_sort_pairs_stable_matches_reference) {
+    static const int key_bits[] = {10, 40, 64};
+    static const size_t counts[] = {0, 1, 2, 31, 33, 100, 2048, 70000};
+    for (size_t k = 0; k < sizeof key_bits / sizeof key_bits[0]; k++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+            for (int pattern = PAIRS_RANDOM; pattern <= PAIRS_MOSTLY_ONE_BUCKET; pattern++)
+                check_radix_sort_pairs_case(counts[c], key_bits[k], pattern,
+                                            2000 + 100 * k + 10 * c + (uint64_t)pattern);
+}
+
+/* Large inputs: a million keys (the block count at its cap) and 300000 keys that all share the
+ * top digit, so that the parallel passes do the work instead of the per-bucket sorts. */
+TEST(radix_sort_pairs_large) {
+    static const int key_bits[] = {10, 40, 64};
+    for (size_t k = 0; k < sizeof key_bits / sizeof key_bits[0]; k++) {
+        check_radix_sort_pairs_case((size_t)1 << 20, key_bits[k], PAIRS_RANDOM, 3000 + k);
+        check_radix_sort_pairs_case(300000, key_bits[k], PAIRS_ONE_BUCKET, 3100 + k);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(for_chunks_visits_each_chunk_once),
           TEST_ENTRY(for_ranges_covers_range_exactly), TEST_ENTRY(for_chunks_nested_runs_on_caller),
           TEST_ENTRY(worker_index_and_resolve), TEST_ENTRY(tasks_recursive_sum_matches_serial),
           TEST_ENTRY(scratch_slots_distinct_aligned_and_kept_on_growth),
           TEST_ENTRY(scratch_stops_allocating_in_steady_state),
           TEST_ENTRY(exclusive_scan_matches_serial), TEST_ENTRY(radix_sort_matches_qsort),
-          TEST_ENTRY(radix_sort_identical_across_workers))
+          TEST_ENTRY(radix_sort_identical_across_workers),
+          TEST_ENTRY(radix_sort_pairs_stable_matches_reference), TEST_ENTRY(radix_sort_pairs_large))

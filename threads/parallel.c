@@ -286,12 +286,24 @@ size_t threads_exclusive_scan(int workers, size_t *values, size_t count) {
 
 /* ---- radix sort -------------------------------------------------------------------------- */
 
+/* One implementation sorts keys alone and keys with 32-bit values: the hot loops are written once
+ * with a `with_values` flag, always inlined, and every caller passes a constant, so each loop is
+ * compiled twice and the keys-only copy carries no trace of the values. The flag is read once per
+ * group of blocks, per bucket or per call, never per key. */
+#if defined(__GNUC__)
+#define THREADS_INLINE static inline __attribute__((always_inline))
+#else
+#define THREADS_INLINE static inline
+#endif
+
 /* One pass of the sort: the keys are cut into `blocks` equal blocks; each block counts its
  * digits into its own histogram row, the rows are turned into scatter offsets in (digit, block)
  * order, and each block then scatters its keys in order, which keeps the sort stable. */
 typedef struct threads_radix_pass {
     uint64_t *src;
     uint64_t *dst;
+    uint32_t *src_values; /* move with the keys; both NULL for a keys-only sort */
+    uint32_t *dst_values;
     size_t count;
     size_t blocks;
     size_t groups;     /* runs of consecutive blocks, one per worker */
@@ -319,17 +331,22 @@ static void threads_radix_count_block(const threads_radix_pass *p, size_t block)
     for (size_t i = begin; i < end; i++) row[(src[i] >> shift) & mask]++;
 }
 
-static void threads_radix_scatter_block(const threads_radix_pass *p, size_t block) {
+THREADS_INLINE void threads_radix_scatter_block(const threads_radix_pass *p, size_t block,
+                                                bool with_values) {
     size_t *offset = p->hist + block * p->row_stride;
     size_t begin, end;
     threads_radix_block_range(p, block, &begin, &end);
     const uint64_t *src = p->src;
     uint64_t *dst = p->dst;
+    const uint32_t *src_values = p->src_values;
+    uint32_t *dst_values = p->dst_values;
     unsigned shift = p->shift;
     uint64_t mask = p->mask;
     for (size_t i = begin; i < end; i++) {
         uint64_t key = src[i];
-        dst[offset[(key >> shift) & mask]++] = key;
+        size_t at = offset[(key >> shift) & mask]++;
+        dst[at] = key;
+        if (with_values) dst_values[at] = src_values[i];
     }
 }
 
@@ -355,7 +372,13 @@ static void threads_radix_scatter(size_t group, int worker, void *ctx) {
     const threads_radix_pass *p = ctx;
     size_t first, last;
     threads_radix_group_range(p, group, &first, &last);
-    for (size_t block = first; block < last; block++) threads_radix_scatter_block(p, block);
+    if (p->src_values) {
+        for (size_t block = first; block < last; block++)
+            threads_radix_scatter_block(p, block, true);
+    } else {
+        for (size_t block = first; block < last; block++)
+            threads_radix_scatter_block(p, block, false);
+    }
 }
 
 /* Turns the per-block counts into exclusive offsets, digit-major then block, so that block b's
@@ -404,53 +427,66 @@ static size_t threads_radix_blocks(size_t count) {
 }
 
 size_t threads_radix_scratch_size(int workers) {
-    /* The block count depends only on the key count, so workers does not change the size. */
+    /* The block count depends only on the key count, so workers does not change the size; the
+     * values need no counters of their own, so pairs fit in the same scratch. */
     (void)workers;
     /* One row per block plus a spare row for the running offsets. */
     return (size_t)(THREADS_RADIX_MAX_BLOCKS + 1) * THREADS_RADIX_MAX_BUCKETS * sizeof(size_t);
 }
 
-static void threads_insertion_sort(uint64_t *keys, size_t count, uint64_t key_mask) {
+THREADS_INLINE void threads_insertion_sort(uint64_t *keys, uint32_t *values, size_t count,
+                                           uint64_t key_mask, bool with_values) {
     for (size_t i = 1; i < count; i++) {
         uint64_t key = keys[i];
+        uint32_t value = with_values ? values[i] : 0;
         size_t j = i;
         /* Strictly greater keeps equal keys in their order, as the radix passes do. */
         while (j > 0 && (keys[j - 1] & key_mask) > (key & key_mask)) {
             keys[j] = keys[j - 1];
+            if (with_values) values[j] = values[j - 1];
             j--;
         }
         keys[j] = key;
+        if (with_values) values[j] = value;
     }
 }
 
 typedef struct threads_copy {
     uint64_t *dst;
     const uint64_t *src;
+    uint32_t *dst_values; /* NULL for keys only */
+    const uint32_t *src_values;
 } threads_copy;
 
 static void threads_copy_range(size_t begin, size_t end, int worker, void *ctx) {
     (void)worker;
     const threads_copy *c = ctx;
     memcpy(c->dst + begin, c->src + begin, (end - begin) * sizeof *c->dst);
+    if (c->dst_values)
+        memcpy(c->dst_values + begin, c->src_values + begin, (end - begin) * sizeof *c->dst_values);
 }
 
 /* The buckets left by the top-digit pass: keys [start[d], start[d + 1]) of tmp share digit d
- * and are sorted on their low `bits` bits into the same range of keys. */
+ * and are sorted on their low `bits` bits into the same range of keys (values likewise from
+ * tmp_values into values, when there are values). */
 typedef struct threads_radix_buckets {
     uint64_t *keys, *tmp;
+    uint32_t *values, *tmp_values; /* NULL for keys only */
     size_t start[(1 << THREADS_RADIX_MSD_BITS) + 1];
     unsigned bits;
 } threads_radix_buckets;
 
-static void threads_radix_sort_bucket(size_t bucket, int worker, void *ctx) {
-    (void)worker;
-    const threads_radix_buckets *b = ctx;
+THREADS_INLINE void threads_radix_sort_bucket_range(const threads_radix_buckets *b, size_t bucket,
+                                                    bool with_values) {
     size_t begin = b->start[bucket], n = b->start[bucket + 1] - begin;
     uint64_t *src = b->tmp + begin, *dst = b->keys + begin;
+    uint32_t *src_values = with_values ? b->tmp_values + begin : NULL;
+    uint32_t *dst_values = with_values ? b->values + begin : NULL;
     uint64_t low = b->bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << b->bits) - 1;
     if (n <= THREADS_RADIX_INSERTION_MAX) {
         memcpy(dst, src, n * sizeof *dst);
-        threads_insertion_sort(dst, n, low);
+        if (with_values) memcpy(dst_values, src_values, n * sizeof *dst_values);
+        threads_insertion_sort(dst, dst_values, n, low, with_values);
         return;
     }
     unsigned digit_bits = threads_radix_digit_bits((int)b->bits);
@@ -468,24 +504,50 @@ static void threads_radix_sort_bucket(size_t bucket, int worker, void *ctx) {
             hist[d] = sum;
             sum += c;
         }
-        for (size_t i = 0; i < n; i++) dst[hist[(src[i] >> shift) & mask]++] = src[i];
+        for (size_t i = 0; i < n; i++) {
+            size_t at = hist[(src[i] >> shift) & mask]++;
+            dst[at] = src[i];
+            if (with_values) dst_values[at] = src_values[i];
+        }
         uint64_t *t = src;
         src = dst;
         dst = t;
+        if (with_values) {
+            uint32_t *tv = src_values;
+            src_values = dst_values;
+            dst_values = tv;
+        }
     }
-    if (src != b->keys + begin) memcpy(b->keys + begin, src, n * sizeof *src);
+    if (src != b->keys + begin) {
+        memcpy(b->keys + begin, src, n * sizeof *src);
+        if (with_values) memcpy(b->values + begin, src_values, n * sizeof *src_values);
+    }
 }
 
-void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
-                            void *hist_scratch) {
+static void threads_radix_sort_bucket(size_t bucket, int worker, void *ctx) {
+    (void)worker;
+    const threads_radix_buckets *b = ctx;
+    if (b->values)
+        threads_radix_sort_bucket_range(b, bucket, true);
+    else
+        threads_radix_sort_bucket_range(b, bucket, false);
+}
+
+/* The sort behind both entry points; values and tmp_values are NULL for keys only. */
+static void threads_radix_sort(int workers, uint64_t *keys, uint32_t *values, uint64_t *tmp,
+                               uint32_t *tmp_values, size_t count, int key_bits,
+                               void *hist_scratch) {
     if (count <= 1 || key_bits <= 0) return;
     if (key_bits > 64) key_bits = 64;
     uint64_t key_mask = key_bits == 64 ? ~(uint64_t)0 : ((uint64_t)1 << key_bits) - 1;
     if (count <= THREADS_RADIX_INSERTION_MAX) {
-        threads_insertion_sort(keys, count, key_mask);
+        if (values)
+            threads_insertion_sort(keys, values, count, key_mask, true);
+        else
+            threads_insertion_sort(keys, NULL, count, key_mask, false);
         return;
     }
-    assert(tmp && hist_scratch);
+    assert(tmp && hist_scratch && (!values || tmp_values));
     workers = threads_clamp_workers(workers);
     size_t blocks = threads_radix_blocks(count);
     unsigned digit_bits = threads_radix_digit_bits(key_bits);
@@ -493,6 +555,8 @@ void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t c
     threads_radix_pass p = {
         .src = keys,
         .dst = tmp,
+        .src_values = values,
+        .dst_values = values ? tmp_values : NULL,
         .count = count,
         .blocks = blocks,
         .groups = (size_t)workers < blocks ? (size_t)workers : blocks,
@@ -504,7 +568,8 @@ void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t c
     if (count >= THREADS_RADIX_MSD_MIN && key_bits > 2 * THREADS_RADIX_MSD_BITS) {
         /* Top digit first, in parallel over blocks (stable), then each bucket on its own. */
         static_assert(THREADS_RADIX_MSD_BITS <= THREADS_RADIX_MAX_DIGIT_BITS, "digit too wide");
-        threads_radix_buckets b = {.keys = keys, .tmp = tmp};
+        threads_radix_buckets b = {
+            .keys = keys, .tmp = tmp, .values = p.src_values, .tmp_values = p.dst_values};
         b.bits = (unsigned)key_bits - THREADS_RADIX_MSD_BITS;
         p.shift = b.bits;
         p.mask = ((uint64_t)1 << THREADS_RADIX_MSD_BITS) - 1;
@@ -532,12 +597,27 @@ void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t c
         uint64_t *sorted = p.dst;
         p.dst = p.src;
         p.src = sorted;
+        uint32_t *sorted_values = p.dst_values;
+        p.dst_values = p.src_values;
+        p.src_values = sorted_values;
     }
     if (p.src != keys) {
         /* An odd number of passes moved the keys: bring them home in parallel, since the copy
          * is as much memory traffic as a pass. */
-        threads_copy c = {keys, tmp};
+        threads_copy c = {keys, tmp, values, tmp_values};
         threads_for_ranges(workers, count, (count + p.blocks - 1) / p.blocks, threads_copy_range,
                            &c);
     }
+}
+
+void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
+                            void *hist_scratch) {
+    threads_radix_sort(workers, keys, NULL, tmp, NULL, count, key_bits, hist_scratch);
+}
+
+void threads_radix_sort_pairs(int workers, uint64_t *keys, uint32_t *values, uint64_t *tmp_keys,
+                              uint32_t *tmp_values, size_t count, int key_bits,
+                              void *hist_scratch) {
+    assert(count <= 1 || values);
+    threads_radix_sort(workers, keys, values, tmp_keys, tmp_values, count, key_bits, hist_scratch);
 }

@@ -64,3 +64,7 @@ size_t threads_exclusive_scan(int workers, size_t *values, size_t count);
 size_t threads_radix_scratch_size(int workers);
 void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t count, int key_bits,
                             void *hist_scratch);
+/* As threads_radix_sort_u64, and values[i] travels with keys[i] (stable: equal keys keep their
+ * input order). tmp_values has room for count values. The same hist_scratch size serves. */
+void threads_radix_sort_pairs(int workers, uint64_t *keys, uint32_t *values, uint64_t *tmp_keys,
+                              uint32_t *tmp_values, size_t count, int key_bits, void *hist_scratch);

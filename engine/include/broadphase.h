@@ -38,7 +38,7 @@ const char *broadphase_status_string(broadphase_status status);
 
 typedef enum broadphase_method {
     BROADPHASE_METHOD_KDTREE,
-    BROADPHASE_METHOD_OCTREE,      /* a quadtree when dimensions == 2 (not built yet: rejected) */
+    BROADPHASE_METHOD_OCTREE,      /* a quadtree when dimensions == 2 */
     BROADPHASE_METHOD_BRUTE_FORCE, /* the oracle: every pair tested, with SIMD, in parallel */
 } broadphase_method;
 
@@ -53,13 +53,21 @@ typedef struct broadphase_config {
     broadphase_method method;        /* default BROADPHASE_METHOD_KDTREE */
     broadphase_update_policy update; /* default BROADPHASE_UPDATE_AUTO */
     int threads;                     /* worker threads; 0 = all hardware threads; 0..1024 */
-    int leaf_size;                   /* kd-tree leaf capacity in objects; default 8; 1..4096 */
-    int max_depth;                   /* kd-tree depth limit; default 40; 1..64 */
+    /* kd-tree: leaf capacity; octree: a node splits when its subtree holds more objects than
+     * this (and merges back when it holds no more). Default 8; 1..4096. */
+    int leaf_size;
+    /* Depth limit, root = 0. Default 40; 1..64. The octree's keys also cap it at 19 levels
+     * in 3D and 29 in 2D (deeper cells would be finer than float coordinates resolve anyway). */
+    int max_depth;
     /* AUTO: rebuild when the tree's cost figure (expected box tests per object, computed from
      * node populations) exceeds this factor times its value just after the last rebuild.
      * Default 1.5; range 1.0..1000. */
     float rebuild_threshold;
     size_t initial_capacity; /* objects to reserve at creation; default 0 */
+    /* Octree: each cell is enlarged by this factor about its centre for holding objects (a
+     * loose octree), so that an object sits at the level its size suits instead of above every
+     * cell border it crosses. 1 gives the strict octree. Default 2; range 1..4. */
+    float looseness;
 } broadphase_config;
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
@@ -130,9 +138,24 @@ typedef struct broadphase_stats {
     double search_ms;                 /* pair search */
     double output_ms;                 /* concatenation and sort of the pairs */
     double step_ms;                   /* the whole step */
+    size_t spare_nodes;               /* octree: emptied nodes kept for reuse (not in `nodes`) */
+    uint64_t root_growths;            /* octree: times the root grew to take in an object */
 } broadphase_stats;
 
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);
+
+/* One level of a tree (root = level 0): its nodes, leaves and the objects held there. */
+typedef struct broadphase_level {
+    size_t nodes, leaves, objects;
+} broadphase_level;
+
+/* The tree level by level, as of the last step: fills levels[0 .. min(capacity, n)) and sets
+ * *levels_out = n, the number of levels (stats.depth + 1; 0 for brute force or before the first
+ * step). The objects over all levels sum to the objects the last step saw. levels may be NULL
+ * when capacity is 0 (to ask for n). BROADPHASE_ERROR_BUFFER_TOO_SMALL when capacity < n (the
+ * first `capacity` levels are still written). */
+broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_level *levels,
+                                        size_t capacity, size_t *levels_out);
 
 /* The SIMD path the kernels run on this machine: "avx2", "baseline" or "scalar". */
 const char *broadphase_simd_level(void);

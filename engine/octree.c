@@ -1,0 +1,1544 @@
+/* The octree method, a quadtree in 2D: the same code with 2^dims children per node.
+ *
+ * Geometry. The root is a cube (a square) whose side is a power of two, covering every object;
+ * positions are measured in grid units, u = (x - origin) * scale, so that the root spans
+ * [0, 2^KEY_DEPTH) and a cell at level l spans 2^(KEY_DEPTH - l) units. A cell holds an object
+ * when the object's box lies inside the cell enlarged by `looseness` about its centre (1: the
+ * strict octree, where an object on a cell border stays in the parent). Each object belongs to
+ * the deepest cell, among those containing its centre, that holds it.
+ *
+ * Build. Every object's key is its cell's coordinates interleaved (Morton order, padded to the
+ * deepest level) followed by its level; keys are computed in parallel and radix-sorted, after
+ * which every node's objects, and every subtree's, are one contiguous run: the nodes are found
+ * top-down by binary searches on the sorted keys, in parallel tasks. A node splits only while
+ * it holds more than leaf_size objects; empty children are not made.
+ *
+ * Pairs. Each node's objects against each other and against the ancestors' objects that reach
+ * the node's subtree (the parent-to-child list, filtered by the subtree's bounds, which are
+ * measured every step, so pruning never depends on cell arithmetic).
+ *
+ * Refit. An object still held by its cell stays; one that left climbs to the first ancestor
+ * that holds it, then sinks as deep as it fits. Nodes holding more than leaf_size objects split
+ * (reviving kept children first); subtrees holding no more than leaf_size merge into their
+ * root. Emptied branches are kept as spares for a lifespan of steps, which doubles each time a
+ * branch is reused (up to LIFESPAN_CAP), so that traffic through a region does not churn nodes.
+ * An object leaving the root makes the root grow (a rebuild with a root at least twice as
+ * large). */
+#include "octree.h"
+
+#include "overlap.h"
+#include "parallel.h"
+#include "tree.h"
+#include "world.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE WORLD_NONE
+#define DEAD (WORLD_NONE - 1)
+
+enum {
+    LEVEL_BITS = 5,         /* a key's low bits: the level */
+    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
+    NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
+    MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
+    REFIT_AHEAD = 16,       /* slots the refit fetches ahead of the one it reads */
+    LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
+    LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
+    LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
+};
+
+/* Levels the keys can tell apart: 3 * 19 + 5 and 2 * 29 + 5 bits fit in 64. */
+static int key_depth(int dims) {
+    return dims == 3 ? 19 : 29;
+}
+
+typedef struct oc_node {
+    float lo[3], hi[3];         /* bounds of the subtree's objects (+inf / -inf when empty) */
+    float own_lo[3], own_hi[3]; /* bounds of the node's own objects */
+    uint32_t cell[3];           /* cell coordinates at this level */
+    uint32_t begin, end, sub_end; /* own objects [begin, end), subtree [begin, sub_end) */
+    uint32_t parent;
+    uint32_t child[8]; /* NONE when absent; spare children stay linked */
+    uint8_t level;
+    bool spare;        /* kept for reuse, holds nothing, skipped by the search */
+    bool split_failed; /* over leaf_size, yet nothing could sink: retried when objects arrive */
+    uint16_t life;     /* steps left, counted on a spare branch's top node */
+    uint16_t lifespan; /* doubles each time the branch is reused */
+} oc_node;
+
+typedef enum oc_job_kind { JOB_SUBTREE, JOB_OWN, JOB_CROSS } oc_job_kind;
+
+typedef struct oc_job {
+    uint32_t node, kind, lo, hi; /* JOB_OWN: own objects [lo, hi) of node; JOB_CROSS: nodes */
+} oc_job;
+
+typedef struct octree {
+    oc_node *nodes;
+    size_t node_capacity;
+    uint32_t node_count; /* nodes handed out (live, spare or free); atomics during the build */
+    bool overflow;
+    uint32_t *free_nodes;
+    size_t free_count, free_capacity;
+
+    tree_slots slots;
+
+    /* Root geometry: u = (x - origin) * scale in grid units; the root spans [0, 2^depth). */
+    double origin[3], side, scale;
+    int dims, nchild, depth, max_level;
+    double margin; /* (looseness - 1) / 2: a cell's enlargement on each side, in cell sides */
+
+    /* Build: keys and ids, sorted together. */
+    uint64_t *keys, *keys_tmp;
+    uint32_t *vals, *vals_tmp;
+    size_t key_capacity;
+    void *hist;
+    size_t hist_bytes;
+    size_t *chunk_count;
+    float *chunk_bounds; /* 6 per chunk */
+    size_t chunk_capacity, chunk_bounds_capacity;
+
+    uint32_t *node_of; /* by id: the node holding it, NONE when not in the tree */
+    size_t node_of_capacity;
+    uint32_t *dest; /* by slot: the node it belongs in now, or DEAD */
+    size_t dest_capacity;
+    uint32_t *slot_node; /* by slot: the node holding it */
+    size_t slot_node_capacity;
+    uint32_t *add_dest; /* by entry of w->added: the node it goes to, or NONE */
+    size_t add_dest_capacity;
+
+    /* Refit scratch, by node. */
+    uint32_t *own_count, *new_begin, *arrive_first, *arrivals, *redirect;
+    size_t by_node_capacity;
+    uint32_t *redirected; /* nodes whose redirect is set, to reset */
+    size_t redirected_count;
+    uint32_t *splits; /* nodes to split this step */
+    size_t split_count;
+    uint64_t *moves, *moves_tmp; /* destination << 32 | source (slot, or id | top bit) */
+    size_t move_capacity;
+    uint32_t *refs, *refs_tmp; /* objects being sunk by a split: slot, or slot_count + entry */
+    size_t ref_capacity;
+
+    oc_job *jobs;
+    size_t job_count, job_capacity;
+    tree_workers workers;
+
+    bool built, escaped;
+    double search_end_ms;
+    uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
+    uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
+    uint64_t growths;
+} octree;
+
+/* ---- geometry ---------------------------------------------------------------------------- */
+
+static uint64_t spread3(uint64_t x) { /* 21 bits to every third bit */
+    x &= 0x1fffff;
+    x = (x | x << 32) & 0x1f00000000ffffull;
+    x = (x | x << 16) & 0x1f0000ff0000ffull;
+    x = (x | x << 8) & 0x100f00f00f00f00full;
+    x = (x | x << 4) & 0x10c30c30c30c30c3ull;
+    x = (x | x << 2) & 0x1249249249249249ull;
+    return x;
+}
+
+static uint64_t spread2(uint64_t x) { /* 32 bits to every second bit */
+    x &= 0xffffffffull;
+    x = (x | x << 16) & 0x0000ffff0000ffffull;
+    x = (x | x << 8) & 0x00ff00ff00ff00ffull;
+    x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
+    x = (x | x << 2) & 0x3333333333333333ull;
+    x = (x | x << 1) & 0x5555555555555555ull;
+    return x;
+}
+
+/* The key of a cell: its coordinates padded to the deepest level, interleaved (x lowest), then
+ * the level. Sorting by key lists a node's own objects, then each child's subtree in order. */
+static uint64_t cell_key(const octree *t, int level, const uint32_t cell[3]) {
+    int shift = t->depth - level;
+    uint64_t m;
+    if (t->dims == 3)
+        m = spread3((uint64_t)cell[0] << shift) | spread3((uint64_t)cell[1] << shift) << 1 |
+            spread3((uint64_t)cell[2] << shift) << 2;
+    else
+        m = spread2((uint64_t)cell[0] << shift) | spread2((uint64_t)cell[1] << shift) << 1;
+    return m << LEVEL_BITS | (uint64_t)level;
+}
+
+static void to_grid(const octree *t, const float mn[3], const float mx[3], double umin[3],
+                    double umax[3]) {
+    for (int k = 0; k < t->dims; k++) {
+        umin[k] = ((double)mn[k] - t->origin[k]) * t->scale;
+        umax[k] = ((double)mx[k] - t->origin[k]) * t->scale;
+    }
+}
+
+/* Does the cell at `level` hold the box (inside it once enlarged by the looseness)? */
+static bool holds(const octree *t, int level, const uint32_t cell[3], const double umin[3],
+                  const double umax[3]) {
+    double size = ldexp(1.0, t->depth - level), m = t->margin * size;
+    for (int k = 0; k < t->dims; k++) {
+        double lo = (double)cell[k] * size;
+        if (!(umin[k] >= lo - m && umax[k] <= lo + size + m)) return false;
+    }
+    return true;
+}
+
+/* The cell at `level` containing the box's centre (clamped into the root). */
+static void centre_cell(const octree *t, int level, const double umin[3], const double umax[3],
+                        uint32_t cell[3]) {
+    double top = ldexp(1.0, t->depth) - 1.0;
+    for (int k = 0; k < 3; k++) {
+        double c = k < t->dims ? umin[k] * 0.5 + umax[k] * 0.5 : 0.0;
+        c = c < 0.0 ? 0.0 : c > top ? top : c;
+        cell[k] = (uint32_t)((uint32_t)c >> (t->depth - level));
+    }
+}
+
+/* The child slot of the level + 1 cell `sub` within its parent. */
+static int child_slot(const octree *t, const uint32_t sub[3]) {
+    int j = 0;
+    for (int k = 0; k < t->dims; k++) j |= (int)(sub[k] & 1u) << k;
+    return j;
+}
+
+/* The deepest level (up to max_level) whose centre cell holds the box; the box is in the root. */
+static int object_level(const octree *t, const double umin[3], const double umax[3]) {
+    double ext = 0.0;
+    for (int k = 0; k < t->dims; k++) ext = umax[k] - umin[k] > ext ? umax[k] - umin[k] : ext;
+    /* A cell enlarged to looseness * size cannot hold a box longer than that. */
+    int level = t->max_level;
+    if (ext > 0.0) {
+        int e;
+        double f = frexp(ext / (1.0 + 2.0 * t->margin), &e);
+        int need = f == 0.5 ? e - 1 : e; /* ceil(log2) */
+        if (t->depth - need < level) level = t->depth - need;
+    }
+    if (level < 0) level = 0;
+    for (; level > 0; level--) {
+        uint32_t cell[3];
+        centre_cell(t, level, umin, umax, cell);
+        if (holds(t, level, cell, umin, umax)) return level;
+    }
+    return 0;
+}
+
+/* The root for bounds [lo, hi]: centred on them, side the least power of two covering them and
+ * at least min_side. */
+static void choose_root(octree *t, const float lo[3], const float hi[3], double min_side) {
+    double ext = 0.0, centre[3] = {0.0, 0.0, 0.0};
+    for (int k = 0; k < t->dims; k++) {
+        if (!(lo[k] <= hi[k])) continue; /* no objects */
+        double e = (double)hi[k] - (double)lo[k];
+        ext = e > ext ? e : ext;
+        centre[k] = (double)lo[k] * 0.5 + (double)hi[k] * 0.5;
+    }
+    double side = ldexp(1.0, -120);
+    while (side < ext || side < min_side) side *= 2.0;
+    for (int k = 0; k < 3; k++) t->origin[k] = centre[k] - side * 0.5;
+    t->side = side;
+    t->scale = ldexp(1.0, t->depth) / side;
+}
+
+/* ---- nodes --------------------------------------------------------------------------------- */
+
+static void node_init(oc_node *n, uint32_t parent, int level, const uint32_t cell[3]) {
+    memset(n, 0, sizeof *n);
+    for (int k = 0; k < 3; k++) {
+        n->lo[k] = n->own_lo[k] = INFINITY;
+        n->hi[k] = n->own_hi[k] = -INFINITY;
+        n->cell[k] = cell[k];
+    }
+    n->parent = parent;
+    n->level = (uint8_t)level;
+    for (int j = 0; j < 8; j++) n->child[j] = NONE;
+    n->lifespan = LIFESPAN_FIRST;
+}
+
+static octree *tree_of(broadphase_world *w) {
+    if (!w->octree) {
+        w->octree = world_alloc(w, sizeof(octree));
+        if (w->octree) memset(w->octree, 0, sizeof(octree));
+    }
+    return w->octree;
+}
+
+/* Arrays indexed by node, for node_capacity nodes. */
+static bool by_node_reserve(broadphase_world *w, octree *t) {
+    size_t need = t->node_capacity + 1;
+    if (need <= t->by_node_capacity) return true;
+    size_t cap = t->by_node_capacity;
+    uint32_t **arrays[] = {&t->own_count, &t->new_begin, &t->arrive_first,
+                           &t->arrivals,  &t->redirect,  &t->redirected,
+                           &t->splits,    &t->free_nodes};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        size_t c = cap;
+        size_t keep = arrays[i] == &t->free_nodes ? t->free_count : 0;
+        if (arrays[i] == &t->redirect) keep = cap; /* all NONE between steps */
+        if (!world_grow(w, (void **)arrays[i], &c, need, sizeof(uint32_t), keep)) return false;
+        if (arrays[i] == &t->redirect)
+            for (size_t n = cap; n < c; n++) t->redirect[n] = NONE;
+        if (i + 1 == sizeof arrays / sizeof arrays[0]) t->by_node_capacity = c;
+        else if (c < need) return false;
+    }
+    t->free_capacity = t->by_node_capacity;
+    return true;
+}
+
+/* A node from the free list or past the last one; NONE on out of memory. Outside the build. */
+static uint32_t node_new(broadphase_world *w, octree *t) {
+    if (t->free_count) return t->free_nodes[--t->free_count];
+    if (t->node_count >= t->node_capacity) {
+        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
+                        sizeof(oc_node), t->node_count) ||
+            !by_node_reserve(w, t))
+            return NONE;
+    }
+    return t->node_count++;
+}
+
+/* Frees node n and its (spare) subtree. */
+static void node_free_subtree(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    for (int j = 0; j < t->nchild; j++)
+        if (node->child[j] != NONE) node_free_subtree(t, node->child[j]);
+    node->spare = true;
+    node->begin = node->end = node->sub_end = 0;
+    t->free_nodes[t->free_count++] = n;
+}
+
+/* Node n becomes the top of a spare branch: everything below it is spare already or becomes so
+ * (their own objects leave: the caller redirects them). */
+static void make_spare(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    node->spare = true;
+    node->life = node->lifespan;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c != NONE && !t->nodes[c].spare) make_spare(t, c);
+    }
+}
+
+/* ---- build --------------------------------------------------------------------------------- */
+
+typedef struct tree_ctx {
+    broadphase_world *w;
+    octree *t;
+} tree_ctx;
+
+/* Live objects and their bounds, per chunk of ids. */
+static void count_live(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    const broadphase_world *w = c->w;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > w->id_end) end = w->id_end;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    size_t live = 0;
+    for (size_t i = begin; i < end; i++) {
+        if (w->kind[i] == OBJECT_FREE) continue;
+        live++;
+        for (int k = 0; k < 3; k++) {
+            lo[k] = w->min[k][i] < lo[k] ? w->min[k][i] : lo[k];
+            hi[k] = w->max[k][i] > hi[k] ? w->max[k][i] : hi[k];
+        }
+    }
+    c->t->chunk_count[chunk] = live;
+    for (int k = 0; k < 3; k++) {
+        c->t->chunk_bounds[chunk * 6 + (size_t)k] = lo[k];
+        c->t->chunk_bounds[chunk * 6 + 3 + (size_t)k] = hi[k];
+    }
+}
+
+static void write_keys(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    const broadphase_world *w = c->w;
+    const octree *t = c->t;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > w->id_end) end = w->id_end;
+    size_t at = t->chunk_count[chunk];
+    for (size_t i = begin; i < end; i++) {
+        if (w->kind[i] == OBJECT_FREE) continue;
+        float mn[3] = {w->min[0][i], w->min[1][i], w->min[2][i]};
+        float mx[3] = {w->max[0][i], w->max[1][i], w->max[2][i]};
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        int level = object_level(t, umin, umax);
+        uint32_t cell[3];
+        centre_cell(t, level, umin, umax, cell);
+        t->keys[at] = cell_key(t, level, cell);
+        t->vals[at] = (uint32_t)i;
+        at++;
+    }
+}
+
+typedef struct build_task {
+    broadphase_world *w;
+    uint32_t node, begin, end;
+} build_task;
+
+/* The first position in [lo, hi) whose key is at least x. */
+static uint32_t key_bound(const uint64_t *keys, uint32_t lo, uint32_t hi, uint64_t x) {
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void build_node(void *p, int worker) {
+    build_task *task = p;
+    broadphase_world *w = task->w;
+    octree *t = w->octree;
+    oc_node *n = &t->nodes[task->node];
+    uint32_t begin = task->begin, end = task->end;
+    n->begin = begin;
+    n->end = end;
+    n->sub_end = end;
+    if (end - begin <= (uint32_t)w->config.leaf_size || n->level >= t->max_level) return;
+    uint64_t key = cell_key(t, n->level, n->cell);
+    uint32_t own_end = key_bound(t->keys, begin, end, key + 1);
+    if (own_end == end) return; /* everything is too large to go deeper */
+    /* Child j's keys start at the node's padded code plus j steps of a child's key span. */
+    int level = n->level + 1;
+    uint64_t span = (uint64_t)1 << (t->dims * (t->depth - level) + LEVEL_BITS);
+    uint64_t base = key - (uint64_t)n->level;
+    uint32_t bounds[9];
+    bounds[0] = own_end;
+    for (int j = 1; j < t->nchild; j++)
+        bounds[j] = key_bound(t->keys, bounds[j - 1], end, base + span * (uint64_t)j);
+    bounds[t->nchild] = end;
+    int want = 0;
+    for (int j = 0; j < t->nchild; j++) want += bounds[j + 1] > bounds[j];
+    uint32_t first = __atomic_fetch_add(&t->node_count, (uint32_t)want, __ATOMIC_RELAXED);
+    if (first + (uint32_t)want > t->node_capacity) {
+        __atomic_store_n(&t->overflow, true, __ATOMIC_RELAXED);
+        return;
+    }
+    n->end = own_end;
+    build_task sub[8];
+    int subs = 0;
+    uint32_t next = first;
+    for (int j = 0; j < t->nchild; j++) {
+        if (bounds[j + 1] == bounds[j]) continue;
+        uint32_t cell[3] = {n->cell[0] * 2 + (uint32_t)(j & 1), n->cell[1] * 2 + (uint32_t)(j >> 1 & 1),
+                            n->cell[2] * 2 + (uint32_t)(j >> 2 & 1)};
+        if (t->dims == 2) cell[2] = 0;
+        uint32_t ci = next++;
+        node_init(&t->nodes[ci], task->node, level, cell);
+        n->child[j] = ci;
+        sub[subs++] = (build_task){w, ci, bounds[j], bounds[j + 1]};
+    }
+    if (end - begin > TASK_CUTOFF) {
+        for (int s = 1; s < subs; s++) threads_spawn(build_node, &sub[s]);
+        build_node(&sub[0], worker);
+        threads_wait_children();
+    } else {
+        for (int s = 0; s < subs; s++) build_node(&sub[s], worker);
+    }
+}
+
+static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    const broadphase_world *w = c->w;
+    octree *t = c->t;
+    int b = t->slots.cur;
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = t->vals[i];
+        if (i + REFIT_AHEAD < end) {
+            uint32_t ahead = t->vals[i + REFIT_AHEAD];
+            for (int k = 0; k < 3; k++) {
+                __builtin_prefetch(&w->min[k][ahead]);
+                __builtin_prefetch(&w->max[k][ahead]);
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            t->slots.smin[b][k][i] = w->min[k][id];
+            t->slots.smax[b][k][i] = w->max[k][id];
+        }
+        t->slots.sid[b][i] = id;
+    }
+}
+
+static void forget_free_ids(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const tree_ctx *c = p;
+    for (size_t i = begin; i < end; i++)
+        if (c->w->kind[i] == OBJECT_FREE) c->t->node_of[i] = NONE;
+}
+
+/* node_of and slot_node of every node's own objects, and the bounds of its own objects. */
+static void mark_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    octree *t = ((tree_ctx *)p)->t;
+    size_t end = (chunk + 1) * NODE_CHUNK;
+    if (end > t->node_count) end = t->node_count;
+    int b = t->slots.cur;
+    const uint32_t *sid = t->slots.sid[b];
+    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
+        oc_node *node = &t->nodes[n];
+        float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+        for (uint32_t s = node->begin; s < node->end; s++) {
+            t->node_of[sid[s]] = (uint32_t)n;
+            t->slot_node[s] = (uint32_t)n;
+            for (int k = 0; k < 3; k++) {
+                lo[k] = t->slots.smin[b][k][s] < lo[k] ? t->slots.smin[b][k][s] : lo[k];
+                hi[k] = t->slots.smax[b][k][s] > hi[k] ? t->slots.smax[b][k][s] : hi[k];
+            }
+        }
+        memcpy(node->own_lo, lo, sizeof lo);
+        memcpy(node->own_hi, hi, sizeof hi);
+    }
+}
+
+/* Own bounds only (a refit sets node_of and slot_node as it copies). */
+static void own_bounds(size_t chunk, int worker, void *p) {
+    (void)worker;
+    octree *t = ((tree_ctx *)p)->t;
+    size_t end = (chunk + 1) * NODE_CHUNK;
+    if (end > t->node_count) end = t->node_count;
+    int b = t->slots.cur;
+    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
+        oc_node *node = &t->nodes[n];
+        float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+        for (uint32_t s = node->begin; s < node->end; s++) {
+            for (int k = 0; k < 3; k++) {
+                lo[k] = t->slots.smin[b][k][s] < lo[k] ? t->slots.smin[b][k][s] : lo[k];
+                hi[k] = t->slots.smax[b][k][s] > hi[k] ? t->slots.smax[b][k][s] : hi[k];
+            }
+        }
+        memcpy(node->own_lo, lo, sizeof lo);
+        memcpy(node->own_hi, hi, sizeof hi);
+    }
+}
+
+/* Post-order over the live tree: subtree ends and bounds, and the figures for the statistics. */
+static void finish(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    uint64_t own = node->end - node->begin;
+    t->live_nodes++;
+    t->cost += own * own;
+    if (node->level > t->max_depth_seen) t->max_depth_seen = node->level;
+    uint32_t sub_end = node->end;
+    float lo[3], hi[3];
+    memcpy(lo, node->own_lo, sizeof lo);
+    memcpy(hi, node->own_hi, sizeof hi);
+    bool leaf = true;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE || t->nodes[c].spare) continue;
+        leaf = false;
+        finish(t, c);
+        const oc_node *cn = &t->nodes[c];
+        if (cn->sub_end > sub_end) sub_end = cn->sub_end;
+        for (int k = 0; k < 3; k++) {
+            lo[k] = cn->lo[k] < lo[k] ? cn->lo[k] : lo[k];
+            hi[k] = cn->hi[k] > hi[k] ? cn->hi[k] : hi[k];
+        }
+    }
+    node->sub_end = sub_end;
+    memcpy(node->lo, lo, sizeof lo);
+    memcpy(node->hi, hi, sizeof hi);
+    if (leaf)
+        t->leaves++;
+    else
+        t->internal_objects += (uint32_t)own;
+}
+
+static void measure(octree *t) {
+    t->live_nodes = t->leaves = t->max_depth_seen = t->internal_objects = 0;
+    t->cost = 0;
+    finish(t, 0);
+}
+
+static bool id_tables_reserve(broadphase_world *w, octree *t) {
+    size_t old = t->node_of_capacity;
+    if (!world_grow(w, (void **)&t->node_of, &t->node_of_capacity, w->id_end, sizeof(uint32_t),
+                    old))
+        return false;
+    for (size_t i = old; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
+    return true;
+}
+
+static void geometry_init(broadphase_world *w, octree *t) {
+    t->dims = w->config.dimensions;
+    t->nchild = 1 << t->dims;
+    t->depth = key_depth(t->dims);
+    t->max_level = w->config.max_depth < t->depth ? w->config.max_depth : t->depth;
+    t->margin = ((double)w->config.looseness - 1.0) * 0.5;
+}
+
+/* Builds the tree from scratch with a root of at least min_side. */
+static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side) {
+    geometry_init(w, t);
+    size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    size_t count = w->live_count;
+    size_t hist = threads_radix_scratch_size(w->workers);
+    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
+                    sizeof(float), 0) ||
+        !tree_slots_reserve(w, &t->slots, count) || !id_tables_reserve(w, t) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                    sizeof(uint32_t), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (count + 1 > t->key_capacity) {
+        size_t cap = t->key_capacity;
+        size_t c2 = cap, c3 = cap, c4 = cap;
+        if (!world_grow(w, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
+            !world_grow(w, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
+            !world_grow(w, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
+            !world_grow(w, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        t->key_capacity = cap;
+    }
+    if (hist > t->hist_bytes) {
+        void *h = world_alloc(w, hist);
+        if (!h) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        world_free(w, t->hist, t->hist_bytes);
+        t->hist = h;
+        t->hist_bytes = hist;
+    }
+    tree_ctx g = {w, t};
+    threads_for_chunks(w->workers, chunks, count_live, &g);
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t c = 0; c < chunks; c++) {
+        for (int k = 0; k < 3; k++) {
+            float a = t->chunk_bounds[c * 6 + (size_t)k], z = t->chunk_bounds[c * 6 + 3 + (size_t)k];
+            lo[k] = a < lo[k] ? a : lo[k];
+            hi[k] = z > hi[k] ? z : hi[k];
+        }
+    }
+    threads_exclusive_scan(w->workers, t->chunk_count, chunks);
+    choose_root(t, lo, hi, min_side);
+    threads_for_chunks(w->workers, chunks, write_keys, &g);
+    int key_bits = t->dims * t->depth + LEVEL_BITS;
+    threads_radix_sort_pairs(w->workers, t->keys, t->vals, t->keys_tmp, t->vals_tmp, count,
+                             key_bits, t->hist);
+
+    /* Nodes: usually well under count / 2; retried with more room on overflow. */
+    size_t want = count / 2 + MIN_NODE_CAPACITY;
+    if (want > t->node_capacity &&
+        !world_grow(w, (void **)&t->nodes, &t->node_capacity, want, sizeof(oc_node), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    for (;;) {
+        t->overflow = false;
+        t->node_count = 1;
+        const uint32_t zero[3] = {0, 0, 0};
+        node_init(&t->nodes[0], NONE, 0, zero);
+        build_task root = {w, 0, 0, (uint32_t)count};
+        threads_run_tasks(w->workers, build_node, &root);
+        if (!t->overflow) break;
+        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+                        sizeof(oc_node), 0))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
+    if (!by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    t->free_count = 0;
+    t->slots.cur = 0;
+    t->slots.count = (uint32_t)count;
+    threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_slots, &g);
+    threads_for_ranges(w->workers, w->id_end, SLOT_CHUNK, forget_free_ids, &g);
+    threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &g);
+    measure(t);
+    t->base_cost = t->cost;
+    t->built = true;
+    w->stats.rebuilds++;
+    return BROADPHASE_OK;
+}
+
+/* ---- refit --------------------------------------------------------------------------------- */
+
+/* From node n, the node that should hold the box: up to the first ancestor that holds it, then
+ * down through live children as deep as it fits. NONE when even the root does not hold it. */
+static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const double umax[3]) {
+    const oc_node *nodes = t->nodes;
+    while (!holds(t, nodes[n].level, nodes[n].cell, umin, umax)) {
+        if (n == 0) return NONE;
+        n = nodes[n].parent;
+    }
+    for (;;) {
+        const oc_node *node = &nodes[n];
+        if (node->level >= t->max_level) return n;
+        uint32_t cell[3];
+        centre_cell(t, node->level + 1, umin, umax, cell);
+        uint32_t c = node->child[child_slot(t, cell)];
+        if (c == NONE || nodes[c].spare || !holds(t, node->level + 1, cell, umin, umax)) return n;
+        n = c;
+    }
+}
+
+/* Reads every object's new bounds into its slot and decides the node it belongs in now. */
+static void refit_slots(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    const broadphase_world *w = c->w;
+    octree *t = c->t;
+    int b = t->slots.cur;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slots.count) end = t->slots.count;
+    size_t movers = 0;
+    bool escaped = false;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
+        for (int k = 0; k < 3; k++) {
+            __builtin_prefetch(&w->min[k][ahead]);
+            __builtin_prefetch(&w->max[k][ahead]);
+        }
+        uint32_t id = t->slots.sid[b][s];
+        if (w->min[0][id] == INFINITY) { /* removed: free ids hold the sentinels */
+            t->dest[s] = DEAD;
+            movers++;
+            continue;
+        }
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->slots.smin[b][k][s] = w->min[k][id];
+            mx[k] = t->slots.smax[b][k][s] = w->max[k][id];
+        }
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        uint32_t n = t->slot_node[s];
+        uint32_t d = rehome(t, n, umin, umax);
+        if (d == NONE) {
+            escaped = true;
+            d = n;
+        }
+        t->dest[s] = d;
+        movers += d != n;
+    }
+    t->chunk_count[chunk] = movers;
+    if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
+}
+
+static void collect_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    octree *t = c->t;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slots.count) end = t->slots.count;
+    uint64_t *out = t->moves + t->chunk_count[chunk];
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s];
+        if (d != t->slot_node[s]) *out++ = (uint64_t)d << 32 | s;
+    }
+}
+
+static void count_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    octree *t = c->t;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slots.count) end = t->slots.count;
+    size_t movers = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s];
+        if (d != DEAD && t->redirect[d] != NONE) t->dest[s] = d = t->redirect[d];
+        movers += d != t->slot_node[s];
+    }
+    t->chunk_count[chunk] = movers;
+}
+
+/* The moves (slots whose node changes, then objects new to the tree) and every node's own count
+ * and arrivals after them. */
+static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
+    size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
+    tree_ctx c = {w, t};
+    threads_for_chunks(w->workers, chunks, collect_movers, &c);
+    size_t count = movers;
+    for (size_t i = 0; i < w->added_count; i++)
+        if (t->add_dest[i] != NONE)
+            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | 0x80000000u | w->added[i];
+    for (size_t n = 0; n < t->node_count; n++) {
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrivals[n] = 0;
+    }
+    for (size_t m = 0; m < count; m++) {
+        uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
+        if (!(src & 0x80000000u)) t->own_count[t->slot_node[src]]--;
+        if (d != DEAD) {
+            t->own_count[d]++;
+            t->arrivals[d]++;
+        }
+    }
+    return count;
+}
+
+/* Every live node below n (n excluded) redirects its objects to `to` and becomes spare. */
+static void redirect_below(octree *t, uint32_t n, uint32_t to) {
+    oc_node *node = &t->nodes[n];
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE || t->nodes[c].spare) continue;
+        if (t->redirect[c] == NONE) t->redirected[t->redirected_count++] = c;
+        t->redirect[c] = to;
+        redirect_below(t, c, to);
+    }
+}
+
+/* Post-order over the live tree: spare branches age (and are freed when their time is up),
+ * emptied nodes become spare, subtrees holding no more than leaf_size objects merge into their
+ * top node, and nodes holding too many objects are listed for splitting. Returns the subtree's
+ * object count. */
+static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
+    uint32_t total = t->own_count[n];
+    bool live_children = false;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = t->nodes[n].child[j];
+        if (c == NONE) continue;
+        if (t->nodes[c].spare) {
+            if (t->nodes[c].life == 0 || --t->nodes[c].life == 0) {
+                node_free_subtree(t, c);
+                t->nodes[n].child[j] = NONE;
+            }
+            continue;
+        }
+        uint32_t sub = restructure(w, t, c);
+        if (sub == 0) {
+            make_spare(t, c);
+            redirect_below(t, c, n); /* nothing lives there; keeps the bookkeeping uniform */
+            continue;
+        }
+        live_children = true;
+        total += sub;
+    }
+    oc_node *node = &t->nodes[n];
+    uint32_t leaf_size = (uint32_t)w->config.leaf_size;
+    if (live_children && total <= leaf_size) {
+        redirect_below(t, n, n);
+        for (int j = 0; j < t->nchild; j++)
+            if (node->child[j] != NONE && !t->nodes[node->child[j]].spare)
+                make_spare(t, node->child[j]);
+        live_children = false;
+    }
+    if (t->own_count[n] > leaf_size && node->level < t->max_level &&
+        (t->arrivals[n] > 0 || (!live_children && !node->split_failed)))
+        t->splits[t->split_count++] = n;
+    return total;
+}
+
+/* Bounds in grid units of an object referred to by a split: a slot, or an entry of w->added. */
+static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, double umin[3],
+                     double umax[3]) {
+    float mn[3], mx[3];
+    if (ref < t->slots.count) {
+        int b = t->slots.cur;
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->slots.smin[b][k][ref];
+            mx[k] = t->slots.smax[b][k][ref];
+        }
+    } else {
+        uint32_t id = w->added[ref - t->slots.count];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = w->min[k][id];
+            mx[k] = w->max[k][id];
+        }
+    }
+    to_grid(t, mn, mx, umin, umax);
+}
+
+static uint32_t *ref_dest(octree *t, uint32_t ref) {
+    return ref < t->slots.count ? &t->dest[ref] : &t->add_dest[ref - t->slots.count];
+}
+
+/* Node n holds refs [0, count) (more than leaf_size): each that fits the child cell of its centre
+ * goes there, the child revived or made as needed; children left with too many split in turn.
+ * False on out of memory. */
+static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t count) {
+    uint32_t per[8] = {0};
+    int level = t->nodes[n].level + 1;
+    uint32_t moved = 0;
+    /* First pass: which child each ref goes to (8 = stays), kept in the ref's top bits' place
+     * in refs_tmp, in the same order. */
+    for (uint32_t i = 0; i < count; i++) {
+        double umin[3], umax[3];
+        ref_grid(w, t, refs[i], umin, umax);
+        uint32_t cell[3];
+        centre_cell(t, level, umin, umax, cell);
+        int j = child_slot(t, cell);
+        uint32_t go = 8;
+        if (holds(t, level, cell, umin, umax)) {
+            uint32_t c = t->nodes[n].child[j];
+            if (c == NONE) {
+                c = node_new(w, t);
+                if (c == NONE) return false;
+                node_init(&t->nodes[c], n, level, cell);
+                t->nodes[n].child[j] = c;
+            } else if (t->nodes[c].spare) {
+                oc_node *cn = &t->nodes[c];
+                cn->spare = false;
+                cn->split_failed = false;
+                cn->lifespan = (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP
+                                                                           : cn->lifespan * 2);
+                /* Its children were spare already; now they are the tops of spare branches. */
+                for (int q = 0; q < t->nchild; q++)
+                    if (cn->child[q] != NONE) t->nodes[cn->child[q]].life = t->nodes[cn->child[q]].lifespan;
+            }
+            *ref_dest(t, refs[i]) = c;
+            go = (uint32_t)j;
+            moved++;
+        }
+        t->refs_tmp[i] = go;
+        if (go < 8) per[go]++;
+    }
+    t->nodes[n].split_failed = moved == 0;
+    /* Group the refs by child (counting sort) and split the crowded children. */
+    uint32_t start[9], at[8];
+    start[0] = 0;
+    for (int j = 0; j < 8; j++) start[j + 1] = start[j] + per[j];
+    memcpy(at, start, sizeof at);
+    uint32_t *grouped = refs + count; /* room after the refs, see the caller */
+    for (uint32_t i = 0; i < count; i++)
+        if (t->refs_tmp[i] < 8) grouped[at[t->refs_tmp[i]]++] = refs[i];
+    for (int j = 0; j < t->nchild; j++) {
+        if (per[j] <= (uint32_t)w->config.leaf_size || level >= t->max_level) continue;
+        uint32_t c = t->nodes[n].child[j];
+        memmove(refs, grouped + start[j], per[j] * sizeof(uint32_t));
+        if (!split(w, t, c, refs, per[j])) return false;
+    }
+    return true;
+}
+
+/* Lays live nodes out anew in preorder from their own counts; spare ones get empty ranges. */
+static uint32_t relayout(octree *t, uint32_t n, uint32_t at) {
+    oc_node *node = &t->nodes[n];
+    t->new_begin[n] = at;
+    at += t->own_count[n];
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE) continue;
+        if (t->nodes[c].spare) {
+            t->own_count[c] = 0;
+            t->new_begin[c] = at;
+            continue;
+        }
+        at = relayout(t, c, at);
+    }
+    return at;
+}
+
+typedef struct copy_ctx {
+    broadphase_world *w;
+    octree *t;
+    size_t move_count;
+} copy_ctx;
+
+static void copy_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    copy_ctx *c = p;
+    const broadphase_world *w = c->w;
+    octree *t = c->t;
+    int from = t->slots.cur, to = 1 - t->slots.cur;
+    size_t end_node = (chunk + 1) * NODE_CHUNK;
+    if (end_node > t->node_count) end_node = t->node_count;
+    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
+        const oc_node *node = &t->nodes[n];
+        uint32_t dst = t->new_begin[n];
+        for (uint32_t s = node->begin; s < node->end; s++) {
+            uint32_t id = t->slots.sid[from][s];
+            if (t->dest[s] == DEAD) {
+                t->node_of[id] = NONE;
+                continue;
+            }
+            if (t->dest[s] != n) continue;
+            for (int k = 0; k < 3; k++) {
+                t->slots.smin[to][k][dst] = t->slots.smin[from][k][s];
+                t->slots.smax[to][k][dst] = t->slots.smax[from][k][s];
+            }
+            t->slot_node[dst] = (uint32_t)n;
+            t->slots.sid[to][dst++] = id;
+        }
+        size_t first = t->arrive_first[n];
+        size_t last = t->arrive_first[n + 1];
+        for (size_t m = first; m < last; m++) {
+            uint32_t src = (uint32_t)t->moves[m];
+            bool inserted = src & 0x80000000u;
+            uint32_t s = src & 0x7fffffffu;
+            uint32_t id = inserted ? s : t->slots.sid[from][s];
+            for (int k = 0; k < 3; k++) {
+                t->slots.smin[to][k][dst] = inserted ? w->min[k][id] : t->slots.smin[from][k][s];
+                t->slots.smax[to][k][dst] = inserted ? w->max[k][id] : t->slots.smax[from][k][s];
+            }
+            t->slot_node[dst] = (uint32_t)n;
+            t->slots.sid[to][dst++] = id;
+            t->node_of[id] = (uint32_t)n;
+        }
+    }
+}
+
+/* REFIT; *escaped (and nothing changed) when an object left the root. */
+static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
+    size_t chunks = (t->slots.count + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    size_t need = t->slots.count + w->added_count + 1;
+    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
+                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                    sizeof(uint32_t), t->slots.count) ||
+        !world_grow(w, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
+                    sizeof(uint32_t), 0) ||
+        !id_tables_reserve(w, t) || !by_node_reserve(w, t))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    /* Sized for every object moving at once (twice over for the splits' grouping), so that the
+     * number of movers, which changes every step, never makes a step allocate. */
+    if (need > t->move_capacity) {
+        size_t c1 = t->move_capacity, c2 = c1, c3 = t->ref_capacity, c4 = c3;
+        if (!world_grow(w, (void **)&t->moves, &c1, need, sizeof(uint64_t), 0) ||
+            !world_grow(w, (void **)&t->moves_tmp, &c2, c1, sizeof(uint64_t), 0) ||
+            !world_grow(w, (void **)&t->refs, &c3, 2 * c1, sizeof(uint32_t), 0) ||
+            !world_grow(w, (void **)&t->refs_tmp, &c4, c3, sizeof(uint32_t), 0))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        t->move_capacity = c1;
+        t->ref_capacity = c3;
+    }
+    tree_ctx c = {w, t};
+    t->escaped = false;
+    threads_for_chunks(w->workers, chunks, refit_slots, &c);
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t id = w->added[i];
+        t->add_dest[i] = NONE;
+        if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = w->min[k][id];
+            mx[k] = w->max[k][id];
+        }
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        uint32_t d = rehome(t, 0, umin, umax);
+        if (d == NONE) {
+            t->escaped = true;
+            break;
+        }
+        t->add_dest[i] = d;
+        t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
+    }
+    if (t->escaped) {
+        for (size_t i = 0; i < w->added_count; i++)
+            if (w->kind[w->added[i]] != OBJECT_FREE && t->add_dest[i] != NONE)
+                t->node_of[w->added[i]] = NONE;
+        *escaped = true;
+        return BROADPHASE_OK;
+    }
+
+    size_t count = gather_moves(w, t, chunks);
+    t->split_count = 0;
+    t->redirected_count = 0;
+    restructure(w, t, 0);
+    bool changed = t->redirected_count > 0;
+    for (size_t i = 0; i < t->split_count; i++) {
+        /* The objects bound for a crowded node: those staying in it, and those arriving. */
+        uint32_t n = t->splits[i];
+        if (t->nodes[n].spare) continue;
+        uint32_t k = 0;
+        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
+            if (t->dest[s] == n) t->refs[k++] = s;
+        for (size_t m = 0; m < count; m++) {
+            if ((uint32_t)(t->moves[m] >> 32) != n) continue;
+            uint32_t src = (uint32_t)t->moves[m];
+            if (!(src & 0x80000000u)) {
+                t->refs[k++] = src;
+            } else {
+                /* An added object: find its entry in w->added (added objects are few). */
+                for (size_t a = 0; a < w->added_count; a++)
+                    if (w->added[a] == (src & 0x7fffffffu) && t->add_dest[a] == n) {
+                        t->refs[k++] = t->slots.count + (uint32_t)a;
+                        break;
+                    }
+            }
+        }
+        if (!split(w, t, n, t->refs, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        changed = true;
+    }
+    if (changed) {
+        /* Merged nodes hand their objects up; split ones have changed dest in place. */
+        for (size_t i = 0; i < w->added_count; i++) {
+            uint32_t d = t->add_dest[i];
+            if (d != NONE && t->redirect[d] != NONE) t->add_dest[i] = t->redirect[d];
+            if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = t->add_dest[i];
+        }
+        if (!by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        threads_for_chunks(w->workers, chunks, count_movers, &c);
+        count = gather_moves(w, t, chunks);
+        for (size_t i = 0; i < t->redirected_count; i++) t->redirect[t->redirected[i]] = NONE;
+        t->redirected_count = 0;
+    }
+
+    size_t nodes = t->node_count;
+    if (count > 0) {
+        /* Arrivals grouped by node in one stable counting pass. */
+        uint32_t at = 0;
+        for (size_t n = 0; n < nodes; n++) {
+            t->arrive_first[n] = at;
+            at += t->arrivals[n];
+        }
+        t->arrive_first[nodes] = at;
+        for (size_t m = 0; m < count; m++) {
+            uint32_t d = (uint32_t)(t->moves[m] >> 32);
+            if (d != DEAD) t->moves_tmp[t->arrive_first[d]++] = t->moves[m];
+        }
+        for (size_t n = nodes; n > 0; n--) t->arrive_first[n] = t->arrive_first[n - 1];
+        t->arrive_first[0] = 0;
+        uint64_t *sorted = t->moves_tmp;
+        t->moves_tmp = t->moves;
+        t->moves = sorted;
+        uint32_t total = relayout(t, 0, 0);
+        copy_ctx cc = {w, t, count};
+        threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &cc);
+        for (size_t n = 0; n < nodes; n++) {
+            t->nodes[n].begin = t->new_begin[n];
+            t->nodes[n].end = t->new_begin[n] + t->own_count[n];
+        }
+        for (size_t i = 0; i < t->free_count; i++) {
+            oc_node *f = &t->nodes[t->free_nodes[i]];
+            f->begin = f->end = f->sub_end = 0;
+        }
+        t->slots.cur = 1 - t->slots.cur;
+        t->slots.count = total;
+    }
+    threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, own_bounds, &c);
+    measure(t);
+    w->stats.refits++;
+    return BROADPHASE_OK;
+}
+
+/* ---- pair search ---------------------------------------------------------------------------- */
+
+typedef struct search_ctx {
+    broadphase_world *w;
+    octree *t;
+    simd_boxes slots;
+    int dims;
+} search_ctx;
+
+/* Copies the entries of `src` [lb, le) (ids src_ids) that overlap the box [lo, hi] to the list
+ * from `at`; returns how many. The list must have room for le - lb + SIMD_PAD entries there. */
+static size_t select_box(const search_ctx *c, tree_worker *k, const simd_boxes *src,
+                         const uint32_t *src_ids, size_t lb, size_t le, const float lo[3],
+                         const float hi[3], size_t at) {
+    if (le <= lb) return 0;
+    size_t h = simd_box_vs_boxes(lo, hi, src, lb, le, c->dims, k->hits);
+    for (size_t j = 0; j < h; j++) {
+        uint32_t i = k->hits[j];
+        for (int a = 0; a < 3; a++) {
+            k->lmin[a][at + j] = src->min[a][i];
+            k->lmax[a][at + j] = src->max[a][i];
+        }
+        k->lid[at + j] = src_ids[i];
+    }
+    return h;
+}
+
+static void fail(tree_worker *k, pairs_writer *wr) {
+    k->failed = wr->failed = true;
+}
+
+/* Objects [lo, hi) of the node's own against each other and against [hi, rest_end); then own
+ * objects [olo, ohi) against the list [lb, le), narrowed first to the entries that reach the
+ * node's own objects when it is long. */
+static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, const oc_node *node,
+                     uint32_t lo, uint32_t hi, uint32_t rest_end, uint32_t olo, uint32_t ohi,
+                     size_t lb, size_t le) {
+    const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
+    size_t cap = k->hit_capacity + SIMD_PAD;
+    for (size_t r = lo; r < hi;) {
+        size_t h = simd_boxes_pairs_within(&c->slots, r, hi, c->dims, k->rows, k->hits, cap, &r);
+        tree_emit_pairs(c->w, k, wr, sid, sid, h);
+    }
+    for (size_t r = lo; r < hi && hi < rest_end;) {
+        size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &c->slots, hi, rest_end, c->dims,
+                                             k->rows, k->hits, cap, &r);
+        tree_emit_pairs(c->w, k, wr, sid, sid, h);
+    }
+    if (le <= lb || ohi <= olo) return;
+    if (le - lb > LIST_NARROW_MIN && node->sub_end > node->end) {
+        if (!tree_worker_reserve(k, le + (le - lb) + SIMD_PAD, 0, false)) {
+            fail(k, wr);
+            return;
+        }
+        simd_boxes list = tree_worker_list(k);
+        size_t kept = select_box(c, k, &list, k->lid, lb, le, node->own_lo, node->own_hi, le);
+        lb = le;
+        le = lb + kept;
+        if (le <= lb) return;
+    }
+    simd_boxes list = tree_worker_list(k);
+    size_t own = ohi - olo, len = le - lb;
+    if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
+        for (size_t r = olo; r < ohi;) {
+            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, ohi, &list, lb, le, c->dims,
+                                                 k->rows, k->hits, cap, &r);
+            tree_emit_pairs(c->w, k, wr, sid, k->lid, h);
+        }
+    } else {
+        for (size_t r = lb; r < le;) {
+            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &c->slots, olo, ohi, c->dims,
+                                                 k->rows, k->hits, cap, &r);
+            tree_emit_pairs(c->w, k, wr, k->lid, sid, h);
+        }
+    }
+}
+
+static bool boxes_meet(const oc_node *a, const oc_node *b, int dims) {
+    for (int k = 0; k < dims; k++)
+        if (!(a->lo[k] <= b->hi[k] && b->lo[k] <= a->hi[k])) return false;
+    return true;
+}
+
+static bool live(const octree *t, uint32_t c) {
+    return c != NONE && !t->nodes[c].spare && t->nodes[c].sub_end > t->nodes[c].begin;
+}
+
+/* The list [lb, le) against every object of n's subtree (not the subtree's own pairs). */
+static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n,
+                            size_t lb, size_t le) {
+    if (le <= lb) return;
+    const octree *t = c->t;
+    const oc_node *node = &t->nodes[n];
+    size_t len = le - lb, own = node->end - node->begin;
+    if (!tree_worker_reserve(k, le + 2 * len + 2 * SIMD_PAD, (own > len ? own : len) + SIMD_PAD + 1,
+                             false)) {
+        fail(k, wr);
+        return;
+    }
+    if (own)
+        test_own(c, k, wr, node, node->begin, node->begin, node->begin, node->begin, node->end, lb,
+                 le);
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t ci = node->child[j];
+        if (!live(t, ci)) continue;
+        const oc_node *child = &t->nodes[ci];
+        simd_boxes list = tree_worker_list(k);
+        size_t kept = select_box(c, k, &list, k->lid, lb, le, child->lo, child->hi, le);
+        list_vs_subtree(c, k, wr, ci, le, le + kept);
+    }
+}
+
+/* Every pair between the disjoint subtrees a and b, using the list from `top`. In a strict
+ * octree siblings' objects meet only on a shared face; in a loose one their enlarged cells
+ * overlap, so neighbouring subtrees meet often. */
+static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t a, uint32_t b,
+                  size_t top) {
+    const octree *t = c->t;
+    const oc_node *na = &t->nodes[a], *nb = &t->nodes[b];
+    if (!boxes_meet(na, nb, c->dims)) return;
+    /* Split the side with children (the larger when both have them); the other is the target. */
+    bool a_split = na->sub_end > na->end, b_split = nb->sub_end > nb->end;
+    if (b_split && (!a_split || nb->sub_end - nb->begin > na->sub_end - na->begin)) {
+        uint32_t x = a;
+        a = b;
+        b = x;
+        na = &t->nodes[a];
+        nb = &t->nodes[b];
+    }
+    size_t own = na->end - na->begin;
+    if (own) {
+        if (!tree_worker_reserve(k, top + own + SIMD_PAD, own + SIMD_PAD + 1, false)) {
+            fail(k, wr);
+            return;
+        }
+        const uint32_t *sid = t->slots.sid[t->slots.cur];
+        size_t kept = select_box(c, k, &c->slots, sid, na->begin, na->end, nb->lo, nb->hi, top);
+        list_vs_subtree(c, k, wr, b, top, top + kept);
+    }
+    for (int j = 0; j < t->nchild; j++)
+        if (live(t, na->child[j])) cross(c, k, wr, na->child[j], b, top);
+}
+
+static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n,
+                        size_t lb, size_t le) {
+    const octree *t = c->t;
+    const oc_node *node = &t->nodes[n];
+    size_t own = node->end - node->begin;
+    size_t need = own > le - lb ? own : le - lb;
+    if (!tree_worker_reserve(k, le + SIMD_PAD, need + SIMD_PAD + 1, false)) {
+        fail(k, wr);
+        return;
+    }
+    test_own(c, k, wr, node, node->begin, node->end, node->end, node->begin, node->end, lb, le);
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
+    for (int i = 0; i < t->nchild; i++) {
+        if (!live(t, node->child[i])) continue;
+        for (int j = i + 1; j < t->nchild; j++)
+            if (live(t, node->child[j])) cross(c, k, wr, node->child[i], node->child[j], le);
+    }
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t ci = node->child[j];
+        if (!live(t, ci)) continue;
+        const oc_node *child = &t->nodes[ci];
+        if (!tree_worker_reserve(k, le + (le - lb) + own + 2 * SIMD_PAD, need + SIMD_PAD + 1,
+                                 false)) {
+            fail(k, wr);
+            return;
+        }
+        simd_boxes list = tree_worker_list(k);
+        size_t at = le;
+        at += select_box(c, k, &list, k->lid, lb, le, child->lo, child->hi, at);
+        at += select_box(c, k, &c->slots, sid, node->begin, node->end, child->lo, child->hi, at);
+        search_node(c, k, wr, ci, le, at);
+    }
+}
+
+/* The ancestors' objects that reach node r's subtree, into the list from 0; returns its length. */
+static size_t ancestors_list(const search_ctx *c, tree_worker *k, uint32_t r, bool *ok) {
+    const octree *t = c->t;
+    const oc_node *target = &t->nodes[r];
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
+    size_t at = 0;
+    for (uint32_t a = target->parent; a != NONE; a = t->nodes[a].parent) {
+        const oc_node *anc = &t->nodes[a];
+        size_t own = anc->end - anc->begin;
+        if (!tree_worker_reserve(k, at + own + SIMD_PAD, own + SIMD_PAD + 1, false)) {
+            *ok = false;
+            return 0;
+        }
+        at += select_box(c, k, &c->slots, sid, anc->begin, anc->end, target->lo, target->hi, at);
+    }
+    return at;
+}
+
+static void search_job(size_t job, int worker, void *p) {
+    const search_ctx *c = p;
+    octree *t = c->t;
+    tree_worker *k = &t->workers.at[worker];
+    const oc_job *j = &t->jobs[job];
+    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
+    if (j->kind == JOB_CROSS) {
+        cross(c, k, &wr, j->lo, j->hi, 0);
+        pairs_writer_end(&wr);
+        return;
+    }
+    bool ok = true;
+    size_t n0 = ancestors_list(c, k, j->node, &ok);
+    if (!ok) {
+        fail(k, &wr);
+    } else if (j->kind == JOB_SUBTREE) {
+        search_node(c, k, &wr, j->node, 0, n0);
+    } else {
+        const oc_node *node = &t->nodes[j->node];
+        size_t own = node->end - node->begin;
+        if (!tree_worker_reserve(k, 2 * n0 + SIMD_PAD, (own > n0 ? own : n0) + SIMD_PAD + 1,
+                                 false))
+            fail(k, &wr);
+        else
+            test_own(c, k, &wr, node, j->lo, j->hi, node->end, j->lo, j->hi, 0, n0);
+    }
+    pairs_writer_end(&wr);
+}
+
+/* Subtrees small enough become one job; above them, each node's own objects are cut into
+ * pieces. The cut depends on the tree only, never on the thread count. */
+static void add_job(octree *t, oc_job job, bool write) {
+    if (write) t->jobs[t->job_count] = job;
+    t->job_count++;
+}
+
+static void collect_jobs(octree *t, uint32_t n, bool write) {
+    const oc_node *node = &t->nodes[n];
+    if (node->sub_end - node->begin <= JOB_OBJECTS) {
+        add_job(t, (oc_job){n, JOB_SUBTREE, 0, 0}, write);
+        return;
+    }
+    for (uint32_t lo = node->begin; lo < node->end; lo += OWN_PIECE) {
+        uint32_t hi = node->end - lo > OWN_PIECE ? lo + OWN_PIECE : node->end;
+        add_job(t, (oc_job){n, JOB_OWN, lo, hi}, write);
+    }
+    for (int i = 0; i < t->nchild; i++) {
+        if (!live(t, node->child[i])) continue;
+        for (int j = i + 1; j < t->nchild; j++)
+            if (live(t, node->child[j]) &&
+                boxes_meet(&t->nodes[node->child[i]], &t->nodes[node->child[j]], t->dims))
+                add_job(t, (oc_job){n, JOB_CROSS, node->child[i], node->child[j]}, write);
+    }
+    for (int j = 0; j < t->nchild; j++)
+        if (live(t, node->child[j])) collect_jobs(t, node->child[j], write);
+}
+
+static broadphase_status search(broadphase_world *w, octree *t) {
+    if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    /* Counted first, then written. */
+    t->job_count = 0;
+    if (t->slots.count > 0) collect_jobs(t, 0, false);
+    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    t->job_count = 0;
+    if (t->slots.count > 0) collect_jobs(t, 0, true);
+    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    return tree_run_search(w, &t->workers, t->job_count, search_job, &c, &t->search_end_ms);
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+#ifdef BROADPHASE_DEEP_VALIDATE
+#include <stdio.h>
+#define OC_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: octree invariant broken: %s\n", __FILE__, __LINE__, #cond);    \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t n) {
+    const oc_node *node = &t->nodes[n];
+    int b = t->slots.cur, dims = t->dims;
+    OC_CHECK(!node->spare);
+    OC_CHECK(node->begin <= node->end && node->end <= node->sub_end);
+    OC_CHECK(node->sub_end <= t->slots.count);
+    size_t seen = node->end - node->begin;
+    for (uint32_t s = node->begin; s < node->end; s++) {
+        uint32_t id = t->slots.sid[b][s];
+        float mn[3] = {t->slots.smin[b][0][s], t->slots.smin[b][1][s], t->slots.smin[b][2][s]};
+        float mx[3] = {t->slots.smax[b][0][s], t->slots.smax[b][1][s], t->slots.smax[b][2][s]};
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        OC_CHECK(holds(t, node->level, node->cell, umin, umax));
+        OC_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
+        OC_CHECK(w->kind[id] != OBJECT_FREE);
+        for (int k = 0; k < dims; k++) {
+            OC_CHECK(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
+            OC_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
+            OC_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
+        }
+    }
+    uint32_t at = node->end;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE) continue;
+        const oc_node *cn = &t->nodes[c];
+        OC_CHECK(cn->parent == n && cn->level == node->level + 1);
+        for (int k = 0; k < dims; k++) OC_CHECK(cn->cell[k] >> 1 == node->cell[k]);
+        OC_CHECK(child_slot(t, cn->cell) == j);
+        if (cn->spare) continue;
+        OC_CHECK(cn->begin == at);
+        at = cn->sub_end;
+        seen += validate_node(w, t, c);
+        for (int k = 0; k < dims; k++) OC_CHECK(cn->lo[k] >= node->lo[k] && cn->hi[k] <= node->hi[k]);
+    }
+    OC_CHECK(at == node->sub_end);
+    return seen;
+}
+
+static void validate(const broadphase_world *w, const octree *t) {
+    OC_CHECK(validate_node(w, t, 0) == t->slots.count);
+    OC_CHECK(t->slots.count == w->live_count);
+}
+#endif
+
+broadphase_status octree_step(broadphase_world *w) {
+    octree *t = tree_of(w);
+    if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    double t0 = world_now_ms();
+    broadphase_update_policy policy = w->config.update;
+    bool full = !t->built || t->slots.count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
+                (size_t)t->slots.count + w->added_count > t->slots.capacity;
+    if (!full && policy == BROADPHASE_UPDATE_AUTO) {
+        double n = (double)(t->slots.count ? t->slots.count : 1);
+        double now = (double)t->cost / n, base = (double)t->base_cost / n;
+        full = now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
+               w->added_count > t->slots.count / 4;
+    }
+    broadphase_status s = BROADPHASE_OK;
+    double min_side = 0.0;
+    if (!full) {
+        bool escaped = false;
+        s = refit(w, t, &escaped);
+        if (s == BROADPHASE_OK && escaped) {
+            /* An object left the root: grow it, at least doubling, and build again. */
+            full = true;
+            min_side = 2.0 * t->side;
+            t->growths++;
+        }
+    }
+    if (s == BROADPHASE_OK && full) s = rebuild(w, t, min_side);
+    if (s != BROADPHASE_OK) {
+        t->built = false;
+        return s;
+    }
+#ifdef BROADPHASE_DEEP_VALIDATE
+    validate(w, t);
+#endif
+    double t1 = world_now_ms();
+    s = search(w, t);
+    w->stats.update_ms = t1 - t0;
+    w->stats.search_ms = t->search_end_ms - t1;
+    w->stats.output_ms = world_now_ms() - t->search_end_ms;
+    w->stats.quality = (float)((double)t->cost / (double)(t->slots.count ? t->slots.count : 1));
+    return s;
+}
+
+void octree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
+    const octree *t = w->octree;
+    if (!t || !t->built) return;
+    s->nodes = t->live_nodes;
+    s->leaves = t->leaves;
+    s->depth = t->max_depth_seen;
+    s->objects_in_internal_nodes = t->internal_objects;
+    s->spare_nodes = t->node_count - t->free_count - t->live_nodes;
+    s->root_growths = t->growths;
+    tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
+}
+
+static void fill_levels(const octree *t, uint32_t n, broadphase_level *levels, size_t capacity) {
+    const oc_node *node = &t->nodes[n];
+    bool leaf = true;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE || t->nodes[c].spare) continue;
+        leaf = false;
+        fill_levels(t, c, levels, capacity);
+    }
+    if (node->level >= capacity) return;
+    levels[node->level].nodes++;
+    levels[node->level].leaves += leaf;
+    levels[node->level].objects += node->end - node->begin;
+}
+
+size_t octree_fill_levels(const broadphase_world *w, broadphase_level *levels, size_t capacity) {
+    const octree *t = w->octree;
+    if (!t || !t->built) return 0;
+    for (size_t l = 0; l < capacity && l <= t->max_depth_seen; l++)
+        levels[l] = (broadphase_level){0, 0, 0};
+    fill_levels(t, 0, levels, capacity);
+    return (size_t)t->max_depth_seen + 1;
+}
+
+void octree_destroy(broadphase_world *w) {
+    octree *t = w->octree;
+    if (!t) return;
+    tree_workers_release(w, &t->workers);
+    tree_slots_release(w, &t->slots);
+    world_free(w, t->nodes, t->node_capacity * sizeof(oc_node));
+    world_free(w, t->keys, t->key_capacity * sizeof(uint64_t));
+    world_free(w, t->keys_tmp, t->key_capacity * sizeof(uint64_t));
+    world_free(w, t->vals, t->key_capacity * sizeof(uint32_t));
+    world_free(w, t->vals_tmp, t->key_capacity * sizeof(uint32_t));
+    world_free(w, t->hist, t->hist_bytes);
+    world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    world_free(w, t->chunk_bounds, t->chunk_bounds_capacity * sizeof(float));
+    world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
+    world_free(w, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
+    world_free(w, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
+    uint32_t **by_node[] = {&t->own_count, &t->new_begin, &t->arrive_first, &t->arrivals,
+                            &t->redirect,  &t->redirected, &t->splits,      &t->free_nodes};
+    for (size_t i = 0; i < sizeof by_node / sizeof by_node[0]; i++)
+        world_free(w, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
+    world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
+    world_free(w, t->moves_tmp, t->move_capacity * sizeof(uint64_t));
+    world_free(w, t->refs, t->ref_capacity * sizeof(uint32_t));
+    world_free(w, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
+    world_free(w, t->jobs, t->job_capacity * sizeof(oc_job));
+    world_free(w, t, sizeof *t);
+    w->octree = NULL;
+}

@@ -1,0 +1,209 @@
+/* What the kd-tree and the octree share: slots, per-worker search memory, pair emission and the
+ * search's retry protocol. */
+#include "tree.h"
+
+#include "parallel.h"
+#include "world.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static size_t slot_stride(size_t capacity) {
+    return (capacity + SIMD_PAD + 15) / 16 * 16;
+}
+
+static size_t slot_block_bytes(size_t capacity) {
+    return slot_stride(capacity) * (6 * sizeof(float) + sizeof(uint32_t));
+}
+
+bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
+    if (need <= t->capacity && t->block[0]) return true;
+    size_t cap = t->capacity + t->capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 64) cap = 64;
+    size_t stride = slot_stride(cap);
+    void *blocks[2];
+    for (int b = 0; b < 2; b++) {
+        blocks[b] = world_alloc(w, slot_block_bytes(cap));
+        if (!blocks[b]) {
+            if (b) world_free(w, blocks[0], slot_block_bytes(cap));
+            return false;
+        }
+    }
+    tree_slots_release(w, t);
+    for (int b = 0; b < 2; b++) {
+        t->block[b] = blocks[b];
+        float *f = blocks[b];
+        for (int k = 0; k < 3; k++) {
+            t->smin[b][k] = f + stride * (size_t)k;
+            t->smax[b][k] = f + stride * (size_t)(3 + k);
+        }
+        t->sid[b] = (uint32_t *)(f + stride * 6);
+        for (size_t i = 0; i < stride; i++) {
+            for (int k = 0; k < 3; k++) {
+                t->smin[b][k][i] = INFINITY;
+                t->smax[b][k][i] = -INFINITY;
+            }
+            t->sid[b][i] = WORLD_NONE;
+        }
+    }
+    t->capacity = cap;
+    return true;
+}
+
+void tree_slots_release(broadphase_world *w, tree_slots *t) {
+    for (int b = 0; b < 2; b++)
+        if (t->block[b]) world_free(w, t->block[b], slot_block_bytes(t->capacity));
+    memset(t, 0, sizeof *t);
+}
+
+simd_boxes tree_slots_boxes(const tree_slots *s) {
+    simd_boxes b;
+    for (int a = 0; a < 3; a++) {
+        b.min[a] = s->smin[s->cur][a];
+        b.max[a] = s->smax[s->cur][a];
+    }
+    return b;
+}
+
+bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool exact) {
+    if (list_need > k->list_capacity) {
+        size_t cap = exact ? 0 : k->list_capacity * 2;
+        if (cap < list_need) cap = list_need;
+        if (cap < 256) cap = 256;
+        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
+        size_t bytes = stride * 7 * sizeof(float);
+        float *block = aligned_alloc(64, bytes);
+        if (!block) return false;
+        for (int c = 0; c < 7; c++) {
+            float *col = block + stride * (size_t)c;
+            const float *old = c < 3 ? k->lmin[c] : c < 6 ? k->lmax[c - 3] : (float *)k->lid;
+            if (old) memcpy(col, old, k->list_capacity * sizeof(float));
+        }
+        if (k->lmin[0]) {
+            free(k->lmin[0]);
+            k->bytes -= ((k->list_capacity + SIMD_PAD + 15) / 16 * 16) * 7 * sizeof(float);
+        }
+        for (int c = 0; c < 3; c++) {
+            k->lmin[c] = block + stride * (size_t)c;
+            k->lmax[c] = block + stride * (size_t)(3 + c);
+        }
+        k->lid = (uint32_t *)(block + stride * 6);
+        k->list_capacity = cap;
+        k->allocations++;
+        k->bytes += bytes;
+    }
+    if (hit_need > k->hit_capacity) {
+        size_t cap = exact ? 0 : k->hit_capacity * 2;
+        if (cap < hit_need) cap = hit_need;
+        /* Room for many short rows, so that a pair kernel call covers a whole small node. */
+        if (cap < 1024) cap = 1024;
+        size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
+        uint32_t *block = aligned_alloc(64, stride * 4 * sizeof(uint32_t));
+        if (!block) return false;
+        if (k->hits) {
+            free(k->hits);
+            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 4 * sizeof(uint32_t);
+        }
+        k->hits = block;
+        k->rows = block + stride;
+        k->ids = block + 2 * stride;
+        k->scratch = block + 3 * stride;
+        k->hit_capacity = cap;
+        k->allocations++;
+        k->bytes += stride * 4 * sizeof(uint32_t);
+    }
+    return true;
+}
+
+simd_boxes tree_worker_list(const tree_worker *k) {
+    simd_boxes b;
+    for (int a = 0; a < 3; a++) {
+        b.min[a] = k->lmin[a];
+        b.max[a] = k->lmax[a];
+    }
+    return b;
+}
+
+bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
+    if (ws->count < w->workers) {
+        size_t old = (size_t)ws->count, cap = old;
+        if (!world_grow(w, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker), old))
+            return false;
+        memset(ws->at + old, 0, (cap - old) * sizeof(tree_worker));
+        ws->count = (int)cap;
+    }
+    size_t list_need = 0, hit_need = 0;
+    for (int i = 0; i < ws->count; i++) {
+        if (ws->at[i].list_capacity > list_need) list_need = ws->at[i].list_capacity;
+        if (ws->at[i].hit_capacity > hit_need) hit_need = ws->at[i].hit_capacity;
+    }
+    for (int i = 0; i < w->workers; i++)
+        if (!tree_worker_reserve(&ws->at[i], list_need, hit_need, true)) return false;
+    return true;
+}
+
+void tree_workers_release(broadphase_world *w, tree_workers *ws) {
+    for (int i = 0; i < ws->count; i++) {
+        free(ws->at[i].lmin[0]);
+        free(ws->at[i].hits);
+    }
+    world_free(w, ws->at, (size_t)ws->count * sizeof(tree_worker));
+    ws->at = NULL;
+    ws->count = 0;
+}
+
+void tree_workers_account(const tree_workers *ws, size_t *bytes, uint64_t *allocations) {
+    for (int i = 0; i < ws->count; i++) {
+        *bytes += ws->at[i].bytes;
+        *allocations += ws->at[i].allocations;
+    }
+}
+
+void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
+               const uint32_t *pos_to_id, size_t h) {
+    if (h == 0) return;
+    for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
+    h = world_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
+    if (!pairs_writer_reserve(wr, h)) return;
+    for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
+}
+
+void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                     const uint32_t *row_id, const uint32_t *col_id, size_t h) {
+    if (h == 0) return;
+    if (w->sphere_count == 0) {
+        if (!pairs_writer_reserve(wr, h)) return;
+        for (size_t j = 0; j < h; j++)
+            pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
+        return;
+    }
+    for (size_t j = 0; j < h;) {
+        uint32_t r = k->rows[j];
+        size_t m = 0;
+        for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
+        uint32_t qid = row_id[r];
+        m = world_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
+        if (!pairs_writer_reserve(wr, m)) return;
+        for (size_t x = 0; x < m; x++) pairs_writer_push(wr, qid, k->ids[x]);
+    }
+}
+
+broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t job_count,
+                                  void (*job)(size_t, int, void *), void *ctx,
+                                  double *search_end_ms) {
+    pairs_result r = PAIRS_RETRY;
+    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
+        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        threads_for_chunks(w->workers, job_count, job, ctx);
+        for (int i = 0; i < ws->count; i++) {
+            if (ws->at[i].failed) {
+                ws->at[i].failed = false;
+                return BROADPHASE_ERROR_OUT_OF_MEMORY;
+            }
+        }
+        *search_end_ms = world_now_ms();
+        r = pairs_finish(w);
+    }
+    return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+}

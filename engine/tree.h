@@ -1,0 +1,115 @@
+/* What the two trees share: objects in tree order as double-buffered SoA columns ("slots"), the
+ * per-worker memory of the pair search (the parent-to-child list and hit buffers), emitting the
+ * pairs a kernel found through the exact filter, and running the search jobs with the pair
+ * pool's retry protocol. */
+#pragma once
+
+#include "broadphase.h"
+#include "overlap.h"
+#include "pairs.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct broadphase_world broadphase_world;
+
+/* Objects in tree order: two buffers, so that a refit can lay them out anew. Every column is
+ * padded with sentinels (min = +inf, max = -inf) past its capacity for the SIMD kernels. */
+typedef struct tree_slots {
+    float *smin[2][3], *smax[2][3];
+    uint32_t *sid[2];
+    void *block[2];
+    int cur;
+    size_t capacity;
+    uint32_t count;
+} tree_slots;
+
+/* Room for `need` objects in both buffers; contents are not kept. False on out of memory. */
+bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
+void tree_slots_release(broadphase_world *w, tree_slots *s);
+/* The current buffer as the SIMD kernels see it. */
+simd_boxes tree_slots_boxes(const tree_slots *s);
+
+/* Per-worker search memory: the parent-to-child list (SoA) and hit buffers. Grown inside the
+ * parallel search by its owner, so the accounting is per worker. */
+typedef struct tree_worker {
+    _Alignas(64) float *lmin[3];
+    float *lmax[3];
+    uint32_t *lid;
+    size_t list_capacity;
+    uint32_t *hits, *rows, *ids, *scratch; /* rows: the row of each hit of a pair kernel */
+    size_t hit_capacity;
+    uint64_t allocations;
+    size_t bytes;
+    bool failed;
+} tree_worker;
+
+/* Grows geometrically during the search; `exact` (before it) grows to the need itself, so that
+ * workers matching each other's sizes do not keep doubling one another. */
+bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool exact);
+/* The list as the SIMD kernels see it. */
+simd_boxes tree_worker_list(const tree_worker *k);
+
+typedef struct tree_workers {
+    tree_worker *at;
+    int count;
+} tree_workers;
+
+/* Before a search: one worker per thread, each with the room the hungriest one needed so far
+ * (which worker runs which job changes from step to step, and a steady-state step must not
+ * allocate). False on out of memory. */
+bool tree_workers_ready(broadphase_world *w, tree_workers *ws);
+void tree_workers_release(broadphase_world *w, tree_workers *ws);
+/* Bytes held and allocations made by the workers, added to the statistics. */
+void tree_workers_account(const tree_workers *ws, size_t *bytes, uint64_t *allocations);
+
+/* Emits the pairs between object qid and the candidates at hit positions k->hits[0..h) (mapped
+ * to ids by pos_to_id), after the exact test. */
+void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
+               const uint32_t *pos_to_id, size_t h);
+/* Emits the pairs a pair kernel found: (row_id[rows[j]], col_id[hits[j]]), grouped by row. */
+void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                     const uint32_t *row_id, const uint32_t *col_id, size_t h);
+
+/* Runs job(j, worker, ctx) for every job into the pair pool, again with a larger pool while it
+ * overflows, then sorts and publishes the pairs. *search_end_ms gets the time the last search
+ * pass ended. */
+broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t job_count,
+                                  void (*job)(size_t, int, void *), void *ctx,
+                                  double *search_end_ms);
+
+/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
+static inline float tree_next_down(float x) {
+    if (x == -__builtin_inff()) return x;
+    if (x == 0.0f) return -0x1p-149f;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = x > 0.0f ? u - 1u : u + 1u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* nextafterf(x, INFINITY) for x not NaN. */
+static inline float tree_next_up(float x) {
+    return -tree_next_down(-x);
+}
+
+/* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
+ * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the
+ * time. */
+static inline uint32_t tree_bound(const float *key, uint32_t lo, uint32_t hi, float x,
+                                  bool inclusive) {
+    if (lo >= hi) return lo;
+    const float *base = key + lo;
+    uint32_t len = hi - lo;
+    while (len > 1) {
+        uint32_t half = len / 2;
+        bool below = inclusive ? base[half] <= x : base[half] < x;
+        base = below ? base + half : base;
+        len -= half;
+    }
+    bool below = inclusive ? *base <= x : *base < x;
+    return (uint32_t)(base - key) + below;
+}
