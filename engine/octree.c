@@ -91,6 +91,7 @@ typedef struct octree {
     double origin[3], side, scale;
     int dims, nchild, depth, max_level;
     double margin; /* (looseness - 1) / 2: a cell's enlargement on each side, in cell sides */
+    double cell_size[32], cell_margin[32], top; /* per level, in grid units; top = 2^depth - 1 */
 
     /* Build: keys and ids, sorted together. */
     uint64_t *keys, *keys_tmp;
@@ -180,7 +181,7 @@ static void to_grid(const octree *t, const float mn[3], const float mx[3], doubl
 /* Does the cell at `level` hold the box (inside it once enlarged by the looseness)? */
 static bool holds(const octree *t, int level, const uint32_t cell[3], const double umin[3],
                   const double umax[3]) {
-    double size = ldexp(1.0, t->depth - level), m = t->margin * size;
+    double size = t->cell_size[level], m = t->cell_margin[level];
     for (int k = 0; k < t->dims; k++) {
         double lo = (double)cell[k] * size;
         if (!(umin[k] >= lo - m && umax[k] <= lo + size + m)) return false;
@@ -191,12 +192,20 @@ static bool holds(const octree *t, int level, const uint32_t cell[3], const doub
 /* The cell at `level` containing the box's centre (clamped into the root). */
 static void centre_cell(const octree *t, int level, const double umin[3], const double umax[3],
                         uint32_t cell[3]) {
-    double top = ldexp(1.0, t->depth) - 1.0;
+    double top = t->top;
     for (int k = 0; k < 3; k++) {
         double c = k < t->dims ? umin[k] * 0.5 + umax[k] * 0.5 : 0.0;
         c = c < 0.0 ? 0.0 : c > top ? top : c;
         cell[k] = (uint32_t)((uint32_t)c >> (t->depth - level));
     }
+}
+
+/* Is the level + 1 cell `sub` a child of cell `parent`? In a loose octree a cell holds objects
+ * whose centre lies outside it, and those cannot sink into any of its children. */
+static bool is_child_cell(const octree *t, const uint32_t parent[3], const uint32_t sub[3]) {
+    for (int k = 0; k < t->dims; k++)
+        if (sub[k] >> 1 != parent[k]) return false;
+    return true;
 }
 
 /* The child slot of the level + 1 cell `sub` within its parent. */
@@ -272,20 +281,18 @@ static bool by_node_reserve(broadphase_world *w, octree *t) {
     size_t need = t->node_capacity + 1;
     if (need <= t->by_node_capacity) return true;
     size_t cap = t->by_node_capacity;
-    uint32_t **arrays[] = {&t->own_count, &t->new_begin, &t->arrive_first,
-                           &t->arrivals,  &t->redirect,  &t->redirected,
-                           &t->splits,    &t->free_nodes};
+    /* Contents kept: a split may grow the nodes in the middle of a refit. */
+    uint32_t **arrays[] = {&t->own_count, &t->new_begin, &t->arrive_first, &t->arrivals,
+                           &t->redirect,  &t->redirected, &t->splits,      &t->free_nodes};
+    size_t got = 0;
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         size_t c = cap;
-        size_t keep = arrays[i] == &t->free_nodes ? t->free_count : 0;
-        if (arrays[i] == &t->redirect) keep = cap; /* all NONE between steps */
-        if (!world_grow(w, (void **)arrays[i], &c, need, sizeof(uint32_t), keep)) return false;
-        if (arrays[i] == &t->redirect)
-            for (size_t n = cap; n < c; n++) t->redirect[n] = NONE;
-        if (i + 1 == sizeof arrays / sizeof arrays[0]) t->by_node_capacity = c;
-        else if (c < need) return false;
+        if (!world_grow(w, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
+        got = c;
     }
-    t->free_capacity = t->by_node_capacity;
+    for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
+    t->by_node_capacity = got;
+    t->free_capacity = got;
     return true;
 }
 
@@ -575,6 +582,11 @@ static void geometry_init(broadphase_world *w, octree *t) {
     t->depth = key_depth(t->dims);
     t->max_level = w->config.max_depth < t->depth ? w->config.max_depth : t->depth;
     t->margin = ((double)w->config.looseness - 1.0) * 0.5;
+    for (int l = 0; l <= t->depth; l++) {
+        t->cell_size[l] = ldexp(1.0, t->depth - l);
+        t->cell_margin[l] = t->margin * t->cell_size[l];
+    }
+    t->top = ldexp(1.0, t->depth) - 1.0;
 }
 
 /* Builds the tree from scratch with a root of at least min_side. */
@@ -671,6 +683,7 @@ static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const 
         if (node->level >= t->max_level) return n;
         uint32_t cell[3];
         centre_cell(t, node->level + 1, umin, umax, cell);
+        if (!is_child_cell(t, node->cell, cell)) return n;
         uint32_t c = node->child[child_slot(t, cell)];
         if (c == NONE || nodes[c].spare || !holds(t, node->level + 1, cell, umin, umax)) return n;
         n = c;
@@ -742,7 +755,11 @@ static void count_movers(size_t chunk, int worker, void *p) {
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s];
-        if (d != DEAD && t->redirect[d] != NONE) t->dest[s] = d = t->redirect[d];
+        if (d != DEAD && t->redirect[d] != NONE) {
+            /* A merged node may itself have merged into an ancestor: follow the chain. */
+            while (t->redirect[d] != NONE) d = t->redirect[d];
+            t->dest[s] = d;
+        }
         movers += d != t->slot_node[s];
     }
     t->chunk_count[chunk] = movers;
@@ -757,7 +774,7 @@ static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++)
         if (t->add_dest[i] != NONE)
-            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | 0x80000000u | w->added[i];
+            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | 0x80000000u | (uint32_t)i;
     for (size_t n = 0; n < t->node_count; n++) {
         t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
         t->arrivals[n] = 0;
@@ -850,60 +867,61 @@ static uint32_t *ref_dest(octree *t, uint32_t ref) {
     return ref < t->slots.count ? &t->dest[ref] : &t->add_dest[ref - t->slots.count];
 }
 
-/* Node n holds refs [0, count) (more than leaf_size): each that fits the child cell of its centre
+/* Node n holds refs[0, count) (more than leaf_size): each that fits the child cell of its centre
  * goes there, the child revived or made as needed; children left with too many split in turn.
- * False on out of memory. */
-static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t count) {
+ * scratch has room for count refs. False on out of memory. */
+static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t *scratch,
+                  uint32_t count) {
     uint32_t per[8] = {0};
     int level = t->nodes[n].level + 1;
     uint32_t moved = 0;
-    /* First pass: which child each ref goes to (8 = stays), kept in the ref's top bits' place
-     * in refs_tmp, in the same order. */
     for (uint32_t i = 0; i < count; i++) {
         double umin[3], umax[3];
         ref_grid(w, t, refs[i], umin, umax);
         uint32_t cell[3];
         centre_cell(t, level, umin, umax, cell);
+        if (!is_child_cell(t, t->nodes[n].cell, cell) || !holds(t, level, cell, umin, umax))
+            continue;
         int j = child_slot(t, cell);
-        uint32_t go = 8;
-        if (holds(t, level, cell, umin, umax)) {
-            uint32_t c = t->nodes[n].child[j];
-            if (c == NONE) {
-                c = node_new(w, t);
-                if (c == NONE) return false;
-                node_init(&t->nodes[c], n, level, cell);
-                t->nodes[n].child[j] = c;
-            } else if (t->nodes[c].spare) {
-                oc_node *cn = &t->nodes[c];
-                cn->spare = false;
-                cn->split_failed = false;
-                cn->lifespan = (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP
-                                                                           : cn->lifespan * 2);
-                /* Its children were spare already; now they are the tops of spare branches. */
-                for (int q = 0; q < t->nchild; q++)
-                    if (cn->child[q] != NONE) t->nodes[cn->child[q]].life = t->nodes[cn->child[q]].lifespan;
-            }
-            *ref_dest(t, refs[i]) = c;
-            go = (uint32_t)j;
-            moved++;
+        uint32_t c = t->nodes[n].child[j];
+        if (c == NONE) {
+            c = node_new(w, t);
+            if (c == NONE) return false;
+            node_init(&t->nodes[c], n, level, cell);
+            t->nodes[n].child[j] = c;
+        } else if (t->nodes[c].spare) {
+            oc_node *cn = &t->nodes[c];
+            cn->spare = false;
+            cn->split_failed = false;
+            cn->lifespan = (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP
+                                                                       : cn->lifespan * 2);
+            /* Its children were spare already; now they are the tops of spare branches. */
+            for (int q = 0; q < t->nchild; q++)
+                if (cn->child[q] != NONE)
+                    t->nodes[cn->child[q]].life = t->nodes[cn->child[q]].lifespan;
         }
-        t->refs_tmp[i] = go;
-        if (go < 8) per[go]++;
+        *ref_dest(t, refs[i]) = c;
+        per[j]++;
+        moved++;
     }
     t->nodes[n].split_failed = moved == 0;
-    /* Group the refs by child (counting sort) and split the crowded children. */
+    if (level >= t->max_level) return true;
+    /* The movers grouped by child (a counting sort through scratch), then crowded children
+     * split in turn, each within its own part of refs and scratch. */
     uint32_t start[9], at[8];
     start[0] = 0;
     for (int j = 0; j < 8; j++) start[j + 1] = start[j] + per[j];
     memcpy(at, start, sizeof at);
-    uint32_t *grouped = refs + count; /* room after the refs, see the caller */
-    for (uint32_t i = 0; i < count; i++)
-        if (t->refs_tmp[i] < 8) grouped[at[t->refs_tmp[i]]++] = refs[i];
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t d = *ref_dest(t, refs[i]);
+        if (d == n) continue;
+        scratch[at[child_slot(t, t->nodes[d].cell)]++] = refs[i];
+    }
+    memcpy(refs, scratch, moved * sizeof(uint32_t));
     for (int j = 0; j < t->nchild; j++) {
-        if (per[j] <= (uint32_t)w->config.leaf_size || level >= t->max_level) continue;
+        if (per[j] <= (uint32_t)w->config.leaf_size) continue;
         uint32_t c = t->nodes[n].child[j];
-        memmove(refs, grouped + start[j], per[j] * sizeof(uint32_t));
-        if (!split(w, t, c, refs, per[j])) return false;
+        if (!split(w, t, c, refs + start[j], scratch + start[j], per[j])) return false;
     }
     return true;
 }
@@ -963,7 +981,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
             uint32_t src = (uint32_t)t->moves[m];
             bool inserted = src & 0x80000000u;
             uint32_t s = src & 0x7fffffffu;
-            uint32_t id = inserted ? s : t->slots.sid[from][s];
+            uint32_t id = inserted ? w->added[s] : t->slots.sid[from][s];
             for (int k = 0; k < 3; k++) {
                 t->slots.smin[to][k][dst] = inserted ? w->min[k][id] : t->slots.smin[from][k][s];
                 t->slots.smax[to][k][dst] = inserted ? w->max[k][id] : t->slots.smax[from][k][s];
@@ -1036,35 +1054,56 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     t->redirected_count = 0;
     restructure(w, t, 0);
     bool changed = t->redirected_count > 0;
-    for (size_t i = 0; i < t->split_count; i++) {
-        /* The objects bound for a crowded node: those staying in it, and those arriving. */
-        uint32_t n = t->splits[i];
-        if (t->nodes[n].spare) continue;
-        uint32_t k = 0;
-        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
-            if (t->dest[s] == n) t->refs[k++] = s;
+    if (t->split_count > 0) {
+        /* The arrivals of each crowded node, grouped in one counting pass: a node is crowded
+         * when its entry in arrive_first (scratch here) points back at it in splits. */
+        for (size_t i = 0; i < t->split_count; i++) {
+            t->arrive_first[t->splits[i]] = (uint32_t)i;
+            t->new_begin[i] = 0;
+        }
         for (size_t m = 0; m < count; m++) {
-            if ((uint32_t)(t->moves[m] >> 32) != n) continue;
-            uint32_t src = (uint32_t)t->moves[m];
-            if (!(src & 0x80000000u)) {
-                t->refs[k++] = src;
-            } else {
-                /* An added object: find its entry in w->added (added objects are few). */
-                for (size_t a = 0; a < w->added_count; a++)
-                    if (w->added[a] == (src & 0x7fffffffu) && t->add_dest[a] == n) {
-                        t->refs[k++] = t->slots.count + (uint32_t)a;
-                        break;
-                    }
+            uint32_t d = (uint32_t)(t->moves[m] >> 32);
+            if (d == DEAD) continue;
+            uint32_t i = t->arrive_first[d];
+            if (i < t->split_count && t->splits[i] == d) {
+                t->new_begin[i]++;
             }
         }
-        if (!split(w, t, n, t->refs, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        uint32_t at = 0;
+        for (size_t i = 0; i < t->split_count; i++) {
+            uint32_t k = t->new_begin[i];
+            t->new_begin[i] = at;
+            at += k;
+        }
+        t->new_begin[t->split_count] = at;
+        for (size_t m = 0; m < count; m++) {
+            uint32_t d = (uint32_t)(t->moves[m] >> 32);
+            if (d == DEAD) continue;
+            uint32_t i = t->arrive_first[d];
+            if (i < t->split_count && t->splits[i] == d) {
+                uint32_t src = (uint32_t)t->moves[m];
+                t->moves_tmp[t->new_begin[i]++] =
+                    src & 0x80000000u ? t->slots.count + (src & 0x7fffffffu) : src;
+            }
+        }
+        uint32_t first = 0;
+        for (size_t i = 0; i < t->split_count; i++) {
+            uint32_t n = t->splits[i], last = t->new_begin[i];
+            uint32_t k = 0;
+            for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
+                if (t->dest[s] == n) t->refs[k++] = s;
+            for (uint32_t a = first; a < last; a++) t->refs[k++] = (uint32_t)t->moves_tmp[a];
+            first = last;
+            if (!split(w, t, n, t->refs, t->refs_tmp, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        }
         changed = true;
     }
     if (changed) {
         /* Merged nodes hand their objects up; split ones have changed dest in place. */
         for (size_t i = 0; i < w->added_count; i++) {
             uint32_t d = t->add_dest[i];
-            if (d != NONE && t->redirect[d] != NONE) t->add_dest[i] = t->redirect[d];
+            while (d != NONE && t->redirect[d] != NONE) d = t->redirect[d];
+            t->add_dest[i] = d;
             if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = t->add_dest[i];
         }
         if (!by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -1095,13 +1134,13 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         uint32_t total = relayout(t, 0, 0);
         copy_ctx cc = {w, t, count};
         threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &cc);
+        /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside
+         * spare branches). */
         for (size_t n = 0; n < nodes; n++) {
-            t->nodes[n].begin = t->new_begin[n];
-            t->nodes[n].end = t->new_begin[n] + t->own_count[n];
-        }
-        for (size_t i = 0; i < t->free_count; i++) {
-            oc_node *f = &t->nodes[t->free_nodes[i]];
-            f->begin = f->end = f->sub_end = 0;
+            oc_node *node = &t->nodes[n];
+            node->begin = node->spare ? 0 : t->new_begin[n];
+            node->end = node->spare ? 0 : t->new_begin[n] + t->own_count[n];
+            if (node->spare) node->sub_end = 0;
         }
         t->slots.cur = 1 - t->slots.cur;
         t->slots.count = total;
@@ -1400,7 +1439,7 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         uint32_t id = t->slots.sid[b][s];
         float mn[3] = {t->slots.smin[b][0][s], t->slots.smin[b][1][s], t->slots.smin[b][2][s]};
         float mx[3] = {t->slots.smax[b][0][s], t->slots.smax[b][1][s], t->slots.smax[b][2][s]};
-        double umin[3], umax[3];
+        double umin[3] = {0, 0, 0}, umax[3] = {0, 0, 0};
         to_grid(t, mn, mx, umin, umax);
         OC_CHECK(holds(t, node->level, node->cell, umin, umax));
         OC_CHECK(t->node_of[id] == n && t->slot_node[s] == n);

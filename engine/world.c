@@ -170,7 +170,7 @@ broadphase_config broadphase_config_default(int dimensions) {
     c.method = BROADPHASE_METHOD_KDTREE;
     c.update = BROADPHASE_UPDATE_AUTO;
     c.threads = 0;
-    c.leaf_size = 8;
+    c.leaf_size = 0; /* the method's own: see broadphase.h */
     c.max_depth = 40;
     c.rebuild_threshold = 1.5f;
     c.initial_capacity = 0;
@@ -187,7 +187,7 @@ static bool config_valid(const broadphase_config *c) {
         c->update != BROADPHASE_UPDATE_REFIT)
         return false;
     if (c->threads < 0 || c->threads > 1024) return false;
-    if (c->leaf_size < 1 || c->leaf_size > 4096) return false;
+    if (c->leaf_size < 0 || c->leaf_size > 4096) return false;
     if (c->max_depth < 1 || c->max_depth > 64) return false;
     if (!(c->rebuild_threshold >= 1.0f && c->rebuild_threshold <= 1000.0f)) return false;
     if (c->initial_capacity > (size_t)UINT32_MAX - 1) return false;
@@ -204,6 +204,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->allocations = 1;
     w->bytes = sizeof *w;
     w->config = *config;
+    if (w->config.leaf_size == 0) w->config.leaf_size = config->method == BROADPHASE_METHOD_OCTREE ? 64 : 8;
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
     w->free_sorted = true;
