@@ -811,8 +811,8 @@ static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, c
 /* A small node's own objects [lo, hi) against each other (and those up to own_end) and against
  * the list [lb, le), with the pair kernels: a few calls per node instead of two per object. The
  * shorter side becomes the rows, since each row costs its width rounded up to 8. */
-static void test_small_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, const kd_node *node,
-                           uint32_t lo, uint32_t hi, size_t lb, size_t le) {
+static void test_small_own(const search_ctx *c, tree_worker *k, pairs_writer *wr,
+                           const kd_node *node, uint32_t lo, uint32_t hi, size_t lb, size_t le) {
     uint32_t own_end = node->end;
     const kdtree *t = c->t;
     const uint32_t *sid = t->slots.sid[t->slots.cur];
@@ -903,8 +903,8 @@ static void list_push(tree_worker *k, size_t at, const float *const mn[3], const
     k->lid[at] = ids[i];
 }
 
-static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n, size_t lb,
-                        size_t le) {
+static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n,
+                        size_t lb, size_t le) {
     const kdtree *t = c->t;
     const kd_node *node = &t->nodes[n];
     int b = t->slots.cur;
@@ -933,8 +933,8 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
         size_t at = le;
         at += simd_boxes_select(&list, k->lid, lb, le, c->dims, axis, plane, side, k->lmin, k->lmax,
                                 k->lid, at);
-        at += simd_boxes_select(&c->slots, t->slots.sid[b], node->begin, node->end, c->dims, axis, plane,
-                                side, k->lmin, k->lmax, k->lid, at);
+        at += simd_boxes_select(&c->slots, t->slots.sid[b], node->begin, node->end, c->dims, axis,
+                                plane, side, k->lmin, k->lmax, k->lid, at);
         search_node(c, k, wr, node->child[side], le, at);
     }
 }
@@ -963,7 +963,8 @@ static size_t ancestors_list(const search_ctx *c, tree_worker *k, uint32_t r, bo
              * split axis: only the nearest ancestors split on each axis usually remain. */
             int x = anc->axis;
             if (!(anc->slab_lo < target->cell_hi[x] && anc->slab_hi > target->cell_lo[x])) continue;
-            first = tree_bound(smin[s], first, last, tree_next_down(target->cell_lo[s] - anc->reach), false);
+            first = tree_bound(smin[s], first, last,
+                               tree_next_down(target->cell_lo[s] - anc->reach), false);
             last = tree_bound(smin[s], first, last, target->cell_hi[s], false);
         }
         for (uint32_t i = first; i < last; i++) {

@@ -58,9 +58,9 @@ static int key_depth(int dims) {
 }
 
 typedef struct oc_node {
-    float lo[3], hi[3];         /* bounds of the subtree's objects (+inf / -inf when empty) */
-    float own_lo[3], own_hi[3]; /* bounds of the node's own objects */
-    uint32_t cell[3];           /* cell coordinates at this level */
+    float lo[3], hi[3];           /* bounds of the subtree's objects (+inf / -inf when empty) */
+    float own_lo[3], own_hi[3];   /* bounds of the node's own objects */
+    uint32_t cell[3];             /* cell coordinates at this level */
     uint32_t begin, end, sub_end; /* own objects [begin, end), subtree [begin, sub_end) */
     uint32_t parent;
     uint32_t child[8]; /* NONE when absent; spare children stay linked */
@@ -282,8 +282,8 @@ static bool by_node_reserve(broadphase_world *w, octree *t) {
     if (need <= t->by_node_capacity) return true;
     size_t cap = t->by_node_capacity;
     /* Contents kept: a split may grow the nodes in the middle of a refit. */
-    uint32_t **arrays[] = {&t->own_count, &t->new_begin, &t->arrive_first, &t->arrivals,
-                           &t->redirect,  &t->redirected, &t->splits,      &t->free_nodes};
+    uint32_t **arrays[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
+                           &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
     size_t got = 0;
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         size_t c = cap;
@@ -436,7 +436,8 @@ static void build_node(void *p, int worker) {
     uint32_t next = first;
     for (int j = 0; j < t->nchild; j++) {
         if (bounds[j + 1] == bounds[j]) continue;
-        uint32_t cell[3] = {n->cell[0] * 2 + (uint32_t)(j & 1), n->cell[1] * 2 + (uint32_t)(j >> 1 & 1),
+        uint32_t cell[3] = {n->cell[0] * 2 + (uint32_t)(j & 1),
+                            n->cell[1] * 2 + (uint32_t)(j >> 1 & 1),
                             n->cell[2] * 2 + (uint32_t)(j >> 2 & 1)};
         if (t->dims == 2) cell[2] = 0;
         uint32_t ci = next++;
@@ -625,7 +626,8 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (size_t c = 0; c < chunks; c++) {
         for (int k = 0; k < 3; k++) {
-            float a = t->chunk_bounds[c * 6 + (size_t)k], z = t->chunk_bounds[c * 6 + 3 + (size_t)k];
+            float a = t->chunk_bounds[c * 6 + (size_t)k],
+                  z = t->chunk_bounds[c * 6 + 3 + (size_t)k];
             lo[k] = a < lo[k] ? a : lo[k];
             hi[k] = z > hi[k] ? z : hi[k];
         }
@@ -893,8 +895,8 @@ static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, ui
             oc_node *cn = &t->nodes[c];
             cn->spare = false;
             cn->split_failed = false;
-            cn->lifespan = (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP
-                                                                       : cn->lifespan * 2);
+            cn->lifespan =
+                (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP : cn->lifespan * 2);
             /* Its children were spare already; now they are the tops of spare branches. */
             for (int q = 0; q < t->nchild; q++)
                 if (cn->child[q] != NONE)
@@ -999,8 +1001,8 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     size_t need = t->slots.count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
-                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
+                    0) ||
         !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), t->slots.count) ||
         !world_grow(w, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
@@ -1215,8 +1217,8 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
     size_t own = ohi - olo, len = le - lb;
     if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
         for (size_t r = olo; r < ohi;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, ohi, &list, lb, le, c->dims,
-                                                 k->rows, k->hits, cap, &r);
+            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, ohi, &list, lb, le, c->dims, k->rows,
+                                                 k->hits, cap, &r);
             tree_emit_pairs(c->w, k, wr, sid, k->lid, h);
         }
     } else {
@@ -1366,8 +1368,7 @@ static void search_job(size_t job, int worker, void *p) {
     } else {
         const oc_node *node = &t->nodes[j->node];
         size_t own = node->end - node->begin;
-        if (!tree_worker_reserve(k, 2 * n0 + SIMD_PAD, (own > n0 ? own : n0) + SIMD_PAD + 1,
-                                 false))
+        if (!tree_worker_reserve(k, 2 * n0 + SIMD_PAD, (own > n0 ? own : n0) + SIMD_PAD + 1, false))
             fail(k, &wr);
         else
             test_own(c, k, &wr, node, j->lo, j->hi, node->end, j->lo, j->hi, 0, n0);
@@ -1462,7 +1463,8 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         OC_CHECK(cn->begin == at);
         at = cn->sub_end;
         seen += validate_node(w, t, c);
-        for (int k = 0; k < dims; k++) OC_CHECK(cn->lo[k] >= node->lo[k] && cn->hi[k] <= node->hi[k]);
+        for (int k = 0; k < dims; k++)
+            OC_CHECK(cn->lo[k] >= node->lo[k] && cn->hi[k] <= node->hi[k]);
     }
     OC_CHECK(at == node->sub_end);
     return seen;
@@ -1569,8 +1571,8 @@ void octree_destroy(broadphase_world *w) {
     world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
     world_free(w, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
     world_free(w, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
-    uint32_t **by_node[] = {&t->own_count, &t->new_begin, &t->arrive_first, &t->arrivals,
-                            &t->redirect,  &t->redirected, &t->splits,      &t->free_nodes};
+    uint32_t **by_node[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
+                            &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
     for (size_t i = 0; i < sizeof by_node / sizeof by_node[0]; i++)
         world_free(w, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
     world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));

@@ -13,9 +13,15 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     double start = world_now_ms();
     broadphase_status s;
     switch (w->config.method) {
-    case BROADPHASE_METHOD_BRUTE_FORCE: s = brute_force_step(w); break;
-    case BROADPHASE_METHOD_OCTREE: s = octree_step(w); break;
-    default: s = kdtree_step(w); break;
+    case BROADPHASE_METHOD_BRUTE_FORCE:
+        s = brute_force_step(w);
+        break;
+    case BROADPHASE_METHOD_OCTREE:
+        s = octree_step(w);
+        break;
+    default:
+        s = kdtree_step(w);
+        break;
     }
     w->last_error_index = SIZE_MAX;
     if (s == BROADPHASE_OK) {

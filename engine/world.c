@@ -174,7 +174,7 @@ broadphase_config broadphase_config_default(int dimensions) {
     c.max_depth = 40;
     c.rebuild_threshold = 1.5f;
     c.initial_capacity = 0;
-    c.looseness = 2.0f;
+    c.looseness = 1.5f;
     return c;
 }
 
@@ -204,7 +204,8 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->allocations = 1;
     w->bytes = sizeof *w;
     w->config = *config;
-    if (w->config.leaf_size == 0) w->config.leaf_size = config->method == BROADPHASE_METHOD_OCTREE ? 64 : 8;
+    if (w->config.leaf_size == 0)
+        w->config.leaf_size = config->method == BROADPHASE_METHOD_OCTREE ? 64 : 8;
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
     w->free_sorted = true;

@@ -69,7 +69,10 @@ static void add_case(scene_kind kind, broadphase_method method, broadphase_updat
     }
 }
 
+/* Every tree method runs the same cases: scenes, sizes, update policies and thread counts, so
+ * that step/<scene>/kdtree/... and step/<scene>/octree/... compare one to one. */
 static void build_cases(void) {
+    static const broadphase_method trees[] = {BROADPHASE_METHOD_KDTREE, BROADPHASE_METHOD_OCTREE};
     static const scene_kind scenes[] = {SCENE_UNIFORM, SCENE_MOVING, SCENE_SPHERES, SCENE_PLANE2D,
                                         SCENE_MOVING2D};
     static const size_t counts[] = {10000, 100000, 1000000};
@@ -79,10 +82,11 @@ static void build_cases(void) {
     int thread_options[2] = {1, 0}, thread_option_count = bench_hardware_threads() > 1 ? 2 : 1;
     for (size_t n = 0; n < sizeof counts / sizeof counts[0]; n++) {
         for (size_t sc = 0; sc < sizeof scenes / sizeof scenes[0]; sc++) {
-            for (size_t u = 0; u < sizeof updates / sizeof updates[0]; u++) {
-                for (int t = 0; t < thread_option_count; t++) {
-                    add_case(scenes[sc], BROADPHASE_METHOD_KDTREE, updates[u], counts[n],
-                             thread_options[t]);
+            for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+                for (size_t u = 0; u < sizeof updates / sizeof updates[0]; u++) {
+                    for (int t = 0; t < thread_option_count; t++) {
+                        add_case(scenes[sc], trees[m], updates[u], counts[n], thread_options[t]);
+                    }
                 }
             }
             if (counts[n] <= BENCH_BRUTE_FORCE_MAX) {

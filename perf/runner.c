@@ -30,11 +30,14 @@ typedef struct options {
     int leaf_size;           /* 0: the library's default */
     int max_depth;           /* 0: the library's default */
     float rebuild_threshold; /* 0: the library's default */
+    float looseness;         /* used only when looseness_set; the library validates it */
+    bool looseness_set;
     bool check;
     size_t check_sample;
     size_t check_full_limit;
     bool quiet;
     bool verbose;
+    bool levels; /* the per-level table of the tree after the last step */
 } options;
 
 static const char *const method_names[] = {
@@ -62,17 +65,25 @@ static void usage(FILE *out) {
             "  --threads T           worker threads, 0 = all hardware threads (default 0)\n"
             "  --update U            auto | rebuild | refit (default auto)\n"
             "  --seed S              scene seed (default 1)\n"
-            "  --leaf-size L         kd-tree leaf capacity (default: the library's)\n"
-            "  --max-depth D         kd-tree depth limit (default: the library's)\n"
+            "  --leaf-size L         kd-tree leaf capacity; octree: a node splits above L objects\n"
+            "                        (default: the library's)\n"
+            "  --max-depth D         tree depth limit, root = 0 (default: the library's)\n"
             "  --rebuild-threshold X AUTO rebuild factor (default: the library's)\n"
+            "  --looseness F         octree cell enlargement, 1 = strict (default: the library's,\n"
+            "                        2); passed to the library as is, which accepts 1..4\n"
             "  --check               compare every frame with brute force; exit 1 on a difference\n"
             "  --check-full-limit N  up to N objects the check steps a second, brute-force world\n"
             "                        and compares everything (default %d); above, it samples\n"
             "  --check-sample K      objects per frame whose pairs the sampled check recomputes\n"
             "                        with the exact predicates (default 1000)\n"
             "  --quiet               no per-frame lines\n"
-            "  --verbose             per-frame lines even for more than %d frames\n"
-            "  --help                this text\n",
+            "  --verbose             per-frame lines even for more than %d frames, and --levels\n"
+            "  --levels              after the summary, the tree level by level as of the last\n"
+            "                        step: nodes, leaves and objects held at each depth\n"
+            "  --help                this text\n"
+            "exit status: 0 on success; 1 on a failed --check (the first difference is named on\n"
+            "stderr) or a library error; 2 on a bad option or a configuration the library\n"
+            "refuses\n",
             RUNNER_FULL_CHECK_LIMIT, RUNNER_PER_FRAME_LINES_MAX);
 }
 
@@ -135,6 +146,11 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         if (strcmp(arg, "--verbose") == 0) {
             o->verbose = true;
+            o->levels = true;
+            continue;
+        }
+        if (strcmp(arg, "--levels") == 0) {
+            o->levels = true;
             continue;
         }
         /* Every other option takes a value, as "--opt value" or "--opt=value". */
@@ -180,6 +196,11 @@ static int parse_options(int argc, char **argv, options *o) {
             o->rebuild_threshold = value ? strtof(value, &end) : 0.0f;
             ok = value && *value && *end == '\0' && o->rebuild_threshold >= 1.0f &&
                  o->rebuild_threshold <= 1000.0f;
+        } else if (strcmp(name, "--looseness") == 0) {
+            /* Any number is passed on: the range is the library's to enforce (and report). */
+            char *end = NULL;
+            o->looseness = value ? strtof(value, &end) : 0.0f;
+            o->looseness_set = ok = value && *value && *end == '\0';
         } else if (strcmp(name, "--check-full-limit") == 0) {
             ok = parse_count(value, SIZE_MAX, &o->check_full_limit);
         } else if (strcmp(name, "--check-sample") == 0) {
@@ -239,6 +260,41 @@ static void api_error(broadphase_world *w, const char *call, size_t frame, broad
     size_t index = w ? broadphase_last_error_index(w) : SIZE_MAX;
     if (index != SIZE_MAX) fprintf(stderr, " (element %zu of the batch)", index);
     fprintf(stderr, "\n");
+}
+
+/* The fields of a configuration the library refused that lie outside the ranges broadphase.h
+ * documents, named one per line; the whole configuration when none does. */
+static void config_error(const char *which, const broadphase_config *c) {
+    fprintf(stderr, "broadphase-run: the library refuses the %sconfiguration (%s)\n", which,
+            broadphase_status_string(BROADPHASE_ERROR_INVALID_CONFIG));
+    bool named = false;
+#define RUNNER_RANGE_(bad, ...)                                                                    \
+    if (bad) {                                                                                     \
+        fprintf(stderr, "  " __VA_ARGS__);                                                         \
+        named = true;                                                                              \
+    }
+    RUNNER_RANGE_(c->dimensions != 2 && c->dimensions != 3, "dimensions %d: must be 2 or 3\n",
+                  c->dimensions)
+    RUNNER_RANGE_(c->threads < 0 || c->threads > 1024, "threads %d: outside 0..1024\n", c->threads)
+    RUNNER_RANGE_(c->leaf_size < 1 || c->leaf_size > 4096, "leaf size %d: outside 1..4096\n",
+                  c->leaf_size)
+    RUNNER_RANGE_(c->max_depth < 1 || c->max_depth > 64, "max depth %d: outside 1..64\n",
+                  c->max_depth)
+    RUNNER_RANGE_(!(c->rebuild_threshold >= 1.0f && c->rebuild_threshold <= 1000.0f),
+                  "rebuild threshold %g: outside 1..1000\n", (double)c->rebuild_threshold)
+    RUNNER_RANGE_(!(c->looseness >= 1.0f && c->looseness <= 4.0f),
+                  "looseness %g: outside 1..4 (--looseness)\n", (double)c->looseness)
+    RUNNER_RANGE_(c->initial_capacity > (size_t)UINT32_MAX - 1,
+                  "initial capacity %zu: more objects than ids\n", c->initial_capacity)
+#undef RUNNER_RANGE_
+    if (!named) {
+        fprintf(stderr,
+                "  dimensions %d, method %d, update %d, threads %d, leaf size %d, max depth %d, "
+                "rebuild threshold %g, looseness %g, initial capacity %zu\n",
+                c->dimensions, (int)c->method, (int)c->update, c->threads, c->leaf_size,
+                c->max_depth, (double)c->rebuild_threshold, (double)c->looseness,
+                c->initial_capacity);
+    }
 }
 
 /* ---- checking ------------------------------------------------------------------------------ */
@@ -577,6 +633,80 @@ static void progress(size_t done, size_t total, double elapsed_ms, bool final) {
     fflush(stderr);
 }
 
+/* The tree level by level (broadphase_get_levels) after the last step: printed when `print`,
+ * and checked against the totals of broadphase_get_stats when `check` (the levels must number
+ * depth + 1, each must hold a node, and nodes, leaves and objects must add up to the totals).
+ * 0 when fine, 1 when the check fails (the reason in message), -1 on a library error. */
+static int tree_levels(broadphase_world *w, const broadphase_stats *stats, bool print, bool check,
+                       char *message, size_t message_size) {
+    size_t n = 0;
+    broadphase_status st = broadphase_get_levels(w, NULL, 0, &n);
+    if (st != BROADPHASE_OK && st != BROADPHASE_ERROR_BUFFER_TOO_SMALL) {
+        api_error(w, "broadphase_get_levels", SIZE_MAX, st);
+        return -1;
+    }
+    broadphase_level *levels = malloc((n ? n : 1) * sizeof *levels);
+    if (!levels) {
+        fprintf(stderr, "broadphase-run: out of memory for the tree levels\n");
+        return -1;
+    }
+    size_t again = n;
+    st = broadphase_get_levels(w, levels, n, &again);
+    if (st != BROADPHASE_OK) {
+        api_error(w, "broadphase_get_levels", SIZE_MAX, st);
+        free(levels);
+        return -1;
+    }
+    broadphase_level total = {0};
+    for (size_t l = 0; l < n; l++) {
+        total.nodes += levels[l].nodes;
+        total.leaves += levels[l].leaves;
+        total.objects += levels[l].objects;
+    }
+    if (print) {
+        printf("levels after the last step: %zu\n", n);
+        if (n) printf("  %5s %12s %12s %12s\n", "level", "nodes", "leaves", "objects");
+        for (size_t l = 0; l < n; l++) {
+            printf("  %5zu %12zu %12zu %12zu\n", l, levels[l].nodes, levels[l].leaves,
+                   levels[l].objects);
+        }
+        if (n) {
+            printf("  %5s %12zu %12zu %12zu\n", "all", total.nodes, total.leaves, total.objects);
+        }
+    }
+    /* The first disagreement, if any; an empty tree (no nodes) may report no levels. */
+    char why[200] = "";
+    if (check && again != n) {
+        snprintf(why, sizeof why, "it counts %zu levels, then %zu", n, again);
+    } else if (check && n != stats->depth + 1 && !(n == 0 && stats->nodes == 0)) {
+        snprintf(why, sizeof why, "%zu levels, but depth %zu", n, stats->depth);
+    } else if (check && total.nodes != stats->nodes) {
+        snprintf(why, sizeof why, "%zu nodes over all levels, %zu in the stats", total.nodes,
+                 stats->nodes);
+    } else if (check && total.leaves != stats->leaves) {
+        snprintf(why, sizeof why, "%zu leaves over all levels, %zu in the stats", total.leaves,
+                 stats->leaves);
+    } else if (check && total.objects != stats->objects) {
+        snprintf(why, sizeof why, "%zu objects over all levels, %zu live objects", total.objects,
+                 stats->objects);
+    }
+    for (size_t l = 0; check && !why[0] && l < n; l++) {
+        if (levels[l].nodes == 0) {
+            snprintf(why, sizeof why, "no node at level %zu, above the deepest (%zu)", l, n - 1);
+        } else if (levels[l].leaves > levels[l].nodes) {
+            snprintf(why, sizeof why, "%zu leaves but %zu nodes at level %zu", levels[l].leaves,
+                     levels[l].nodes, l);
+        }
+    }
+    if (why[0]) {
+        snprintf(message, message_size,
+                 "levels: broadphase_get_levels disagrees with broadphase_get_stats: %s", why);
+    }
+    int result = why[0] ? 1 : 0;
+    free(levels);
+    return result;
+}
+
 static void print_series(const char *name, const double *v, size_t n, double *scratch) {
     double median, min;
     series_stats(v, n, scratch, &median, &min);
@@ -604,6 +734,7 @@ int main(int argc, char **argv) {
     if (o.leaf_size) cfg.leaf_size = o.leaf_size;
     if (o.max_depth) cfg.max_depth = o.max_depth;
     if (o.rebuild_threshold > 0.0f) cfg.rebuild_threshold = o.rebuild_threshold;
+    if (o.looseness_set) cfg.looseness = o.looseness;
     cfg.initial_capacity = o.count;
 
     bool full_check = o.check && o.count <= o.check_full_limit;
@@ -611,9 +742,11 @@ int main(int argc, char **argv) {
     int threads_shown = o.threads ? o.threads : cpu_count();
     printf("broadphase-run: scene %s, n %zu, %dD, seed %llu, frames %zu\n", scene_name(o.scene),
            o.count, s.dimensions, (unsigned long long)o.seed, o.frames);
-    printf("method %s, update %s, threads %d%s, leaf size %d, simd %s\n", method_names[o.method],
-           update_names[o.update], threads_shown, o.threads ? "" : " (all)", cfg.leaf_size,
-           broadphase_simd_level());
+    printf("method %s%s, update %s, threads %d%s, leaf size %d", method_names[o.method],
+           o.method == BROADPHASE_METHOD_OCTREE && s.dimensions == 2 ? " (quadtree)" : "",
+           update_names[o.update], threads_shown, o.threads ? "" : " (all)", cfg.leaf_size);
+    if (o.method == BROADPHASE_METHOD_OCTREE) printf(", looseness %g", (double)cfg.looseness);
+    printf(", simd %s\n", broadphase_simd_level());
     if (full_check) {
         printf("check: every frame against a brute-force world\n");
     } else if (sampled_check) {
@@ -645,6 +778,11 @@ int main(int argc, char **argv) {
     }
 
     broadphase_status st = broadphase_create(&cfg, &w);
+    if (st == BROADPHASE_ERROR_INVALID_CONFIG) {
+        config_error("", &cfg);
+        exit_code = 2;
+        goto done;
+    }
     if (st != BROADPHASE_OK) {
         api_error(NULL, "broadphase_create", SIZE_MAX, st);
         goto done;
@@ -653,6 +791,11 @@ int main(int argc, char **argv) {
         broadphase_config ocfg = cfg;
         ocfg.method = BROADPHASE_METHOD_BRUTE_FORCE;
         st = broadphase_create(&ocfg, &oracle);
+        if (st == BROADPHASE_ERROR_INVALID_CONFIG) {
+            config_error("brute-force oracle's ", &ocfg);
+            exit_code = 2;
+            goto done;
+        }
         if (st != BROADPHASE_OK) {
             api_error(NULL, "broadphase_create (brute-force oracle)", SIZE_MAX, st);
             goto done;
@@ -800,14 +943,27 @@ int main(int argc, char **argv) {
     }
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
-    printf("structure: %llu steps, %llu rebuilds, %llu refits", (unsigned long long)stats.steps,
+    printf("structure: %llu steps, %llu rebuilds, %llu refits\n", (unsigned long long)stats.steps,
            (unsigned long long)stats.rebuilds, (unsigned long long)stats.refits);
-    if (stats.nodes) {
-        printf("; %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, quality %.3g",
+    bool tree = o.method != BROADPHASE_METHOD_BRUTE_FORCE;
+    if (tree) {
+        printf("tree: %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, %zu spare "
+               "nodes, %llu root growths, quality %.3g\n",
                stats.nodes, stats.leaves, stats.depth, stats.objects_in_internal_nodes,
-               (double)stats.quality);
+               stats.spare_nodes, (unsigned long long)stats.root_growths, (double)stats.quality);
     }
-    printf("\n");
+    if (o.levels && !tree) printf("levels: none (brute force keeps no tree)\n");
+    /* The level check needs a step, and is moot once a frame has already failed. */
+    bool check_levels = o.check && !check_failed && tree && n > 0;
+    if ((o.levels && tree) || check_levels) {
+        int level_result =
+            tree_levels(w, &stats, o.levels, check_levels, chk.message, sizeof chk.message);
+        if (level_result < 0) goto done;
+        if (level_result > 0) {
+            fprintf(stderr, "broadphase-run: check FAILED at %s\n", chk.message);
+            check_failed = true;
+        }
+    }
     if (o.check) {
         if (check_failed) {
             printf("check: FAILED at %.*s (details on stderr)\n", (int)strcspn(chk.message, ":"),
