@@ -9,6 +9,7 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,15 +90,78 @@ static inline bool pairs_equal(const broadphase_pair *want, size_t want_count,
     return true;
 }
 
-static inline broadphase_world *make_world(int dims, broadphase_method method,
-                                           broadphase_update_policy update, int threads) {
+/* looseness 0 keeps the default (it only matters to the octree). */
+static inline broadphase_world *make_world_loose(int dims, broadphase_method method,
+                                                 broadphase_update_policy update, int threads,
+                                                 float looseness) {
     broadphase_config c = broadphase_config_default(dims);
     c.method = method;
     c.update = update;
     c.threads = threads;
+    if (looseness != 0.0f) c.looseness = looseness;
     broadphase_world *w = NULL;
     if (broadphase_create(&c, &w) != BROADPHASE_OK) return NULL;
     return w;
+}
+
+static inline broadphase_world *make_world(int dims, broadphase_method method,
+                                           broadphase_update_policy update, int threads) {
+    return make_world_loose(dims, method, update, threads, 0.0f);
+}
+
+/* The tree's levels against its statistics, right after a step: one root, sums over the levels
+ * equal the totals, every level above the deepest has an inner node, a node has at most
+ * `branching` children (2 for the kd-tree, 4 or 8 for the octree; 0 for brute force, which has
+ * no levels), and objects_in_internal_nodes lies between the objects of the levels made only of
+ * inner nodes and those of the levels that have any. */
+static inline void check_levels(const broadphase_world *w, int branching) {
+    broadphase_stats st;
+    REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
+    size_t n = SIZE_MAX;
+    broadphase_status s = broadphase_get_levels(w, NULL, 0, &n);
+    if (branching == 0) {
+        CHECK_EQ_INT(s, BROADPHASE_OK);
+        CHECK_EQ_INT(n, 0);
+        return;
+    }
+    CHECK_EQ_INT(s, BROADPHASE_ERROR_BUFFER_TOO_SMALL);
+    REQUIRE(n == st.depth + 1);
+    broadphase_level *lv = malloc((n + 1) * sizeof *lv);
+    REQUIRE(lv);
+    memset(lv, 0xA5, (n + 1) * sizeof *lv);
+    size_t m = SIZE_MAX;
+    CHECK_EQ_INT(broadphase_get_levels(w, lv, n + 1, &m), BROADPHASE_OK);
+    CHECK_EQ_INT(m, n);
+    size_t nodes = 0, leaves = 0, objects = 0, inner_low = 0, inner_high = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t inner = lv[k].nodes - lv[k].leaves;
+        CHECK(lv[k].leaves <= lv[k].nodes);
+        CHECK(lv[k].nodes >= 1);
+        if (k + 1 < n) {
+            CHECK(inner >= 1);
+            CHECK(lv[k + 1].nodes >= inner && lv[k + 1].nodes <= (size_t)branching * inner);
+        } else {
+            CHECK_EQ_INT(inner, 0);
+        }
+        nodes += lv[k].nodes;
+        leaves += lv[k].leaves;
+        objects += lv[k].objects;
+        if (lv[k].leaves == 0) inner_low += lv[k].objects;
+        if (inner > 0) inner_high += lv[k].objects;
+    }
+    CHECK_EQ_INT(lv[0].nodes, 1);
+    CHECK_EQ_INT(nodes, st.nodes);
+    CHECK_EQ_INT(leaves, st.leaves);
+    CHECK_EQ_INT(objects, st.objects);
+    CHECK(st.objects_in_internal_nodes >= inner_low);
+    CHECK(st.objects_in_internal_nodes <= inner_high);
+    free(lv);
+}
+
+static inline int method_branching(broadphase_method method, int dims) {
+    return method == BROADPHASE_METHOD_BRUTE_FORCE ? 0
+           : method == BROADPHASE_METHOD_KDTREE    ? 2
+                                                   : 1 << dims;
 }
 
 static inline broadphase_pairs step_ok(broadphase_world *w) {

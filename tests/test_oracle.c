@@ -1,6 +1,7 @@
-/* The oracle decides: brute force equals a naive pair-by-pair reference, and the kd-tree (every
- * update policy, several leaf sizes and depth limits) equals brute force, on every scene, in 2D
- * and 3D, boxes, spheres and both, at several sizes, for 1, 2, 3 and 8 threads. */
+/* The oracle decides: brute force equals a naive pair-by-pair reference, and the kd-tree and the
+ * octree (loose and strict; every update policy, several leaf sizes and depth limits) equal brute
+ * force, on every scene, in 2D and 3D, boxes, spheres and both, at several sizes, for 1, 2, 3 and
+ * 8 threads. */
 #include "oracle.h"
 
 static const size_t sizes[] = {0, 1, 2, 57, 700, 2500};
@@ -44,21 +45,35 @@ TEST(brute_force_equals_naive) {
     free(want.data);
 }
 
-/* The kd-tree with `policy` against brute force over `frames` frames of every scene. */
-static void kdtree_against_brute_force(broadphase_update_policy policy, int frames) {
+/* One tree world of a run: its update policy, looseness (0: the default; the kd-tree ignores
+ * it) and thread count. */
+typedef struct tree_setting {
+    broadphase_update_policy policy;
+    float looseness;
+    int threads;
+} tree_setting;
+
+/* Trees of `method` (one world per setting) against brute force over `frames` frames of every
+ * scene; the levels are checked after every step. Scenes are capped at `identical_cap` identical
+ * objects (every pair overlaps: their cost is all output). */
+static void tree_against_brute_force(broadphase_method method, int frames,
+                                     const tree_setting *settings, int count,
+                                     size_t identical_cap) {
+    const char *name = method == BROADPHASE_METHOD_KDTREE ? "kd-tree" : "octree";
     for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
             size_t n = sizes[si];
             if (n > scene_size_cap((scene_kind)kind)) continue;
+            if (kind == SCENE_IDENTICAL && n > identical_cap) continue;
             scene s;
             REQUIRE(scene_make(&s, (scene_kind)kind, n, 77 + si));
             uint32_t *ids = malloc((n + 1) * sizeof *ids);
             broadphase_world *oracle =
                 make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-            broadphase_world *trees[4];
-            for (int ti = 0; ti < 4; ti++) {
-                trees[ti] =
-                    make_world(s.dimensions, BROADPHASE_METHOD_KDTREE, policy, thread_counts[ti]);
+            broadphase_world *trees[12];
+            for (int ti = 0; ti < count; ti++) {
+                trees[ti] = make_world_loose(s.dimensions, method, settings[ti].policy,
+                                             settings[ti].threads, settings[ti].looseness);
                 REQUIRE(trees[ti]);
                 add_scene(&s, trees[ti], ids);
             }
@@ -66,25 +81,34 @@ static void kdtree_against_brute_force(broadphase_update_policy policy, int fram
             add_scene(&s, oracle, ids);
             for (int f = 0; f < frames; f++) {
                 broadphase_pairs want = step_ok(oracle);
-                for (int ti = 0; ti < 4; ti++) {
-                    TEST_CONTEXT("scene %s n %zu policy %s threads %d frame %d seed %zu",
-                                 scene_name(s.kind), n, policy_names[policy], thread_counts[ti], f,
+                for (int ti = 0; ti < count; ti++) {
+                    TEST_CONTEXT("%s looseness %g scene %s n %zu policy %s threads %d frame %d "
+                                 "seed %zu",
+                                 name, (double)settings[ti].looseness, scene_name(s.kind), n,
+                                 policy_names[settings[ti].policy], settings[ti].threads, f,
                                  77 + si);
                     broadphase_pairs got = step_ok(trees[ti]);
-                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "kd-tree"));
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, name));
+                    check_levels(trees[ti], method_branching(method, s.dimensions));
                 }
                 if (!scene_is_moving(s.kind)) break;
                 scene_advance(&s);
                 CHECK_EQ_INT(scene_move_in_world(&s, oracle, ids), BROADPHASE_OK);
-                for (int ti = 0; ti < 4; ti++)
+                for (int ti = 0; ti < count; ti++)
                     CHECK_EQ_INT(scene_move_in_world(&s, trees[ti], ids), BROADPHASE_OK);
             }
-            for (int ti = 0; ti < 4; ti++) broadphase_destroy(trees[ti]);
+            for (int ti = 0; ti < count; ti++) broadphase_destroy(trees[ti]);
             broadphase_destroy(oracle);
             free(ids);
             scene_free(&s);
         }
     }
+}
+
+static void kdtree_against_brute_force(broadphase_update_policy policy, int frames) {
+    tree_setting settings[4];
+    for (int i = 0; i < 4; i++) settings[i] = (tree_setting){policy, 0.0f, thread_counts[i]};
+    tree_against_brute_force(BROADPHASE_METHOD_KDTREE, frames, settings, 4, SIZE_MAX);
 }
 
 TEST(kdtree_rebuild_equals_brute_force) {
@@ -97,6 +121,27 @@ TEST(kdtree_refit_equals_brute_force) {
 
 TEST(kdtree_auto_equals_brute_force) {
     kdtree_against_brute_force(BROADPHASE_UPDATE_AUTO, 6);
+}
+
+/* The loose octree (the default looseness) and the strict one (looseness 1). REFIT, which keeps
+ * the most state from step to step, runs with every thread count; REBUILD and AUTO with a few,
+ * which together cover every count (determinism_across_threads compares all of them too).
+ * Identical objects stop at 700 here: test_octree has 2000 of them. */
+TEST(octree_refit_equals_brute_force) {
+    static const tree_setting settings[] = {
+        {BROADPHASE_UPDATE_REFIT, 0.0f, 1}, {BROADPHASE_UPDATE_REFIT, 0.0f, 2},
+        {BROADPHASE_UPDATE_REFIT, 0.0f, 3}, {BROADPHASE_UPDATE_REFIT, 0.0f, 8},
+        {BROADPHASE_UPDATE_REFIT, 1.0f, 1}, {BROADPHASE_UPDATE_REFIT, 1.0f, 3}};
+    tree_against_brute_force(BROADPHASE_METHOD_OCTREE, 6, settings, 6, 700);
+}
+
+TEST(octree_rebuild_and_auto_equal_brute_force) {
+    static const tree_setting settings[] = {{BROADPHASE_UPDATE_REBUILD, 0.0f, 3},
+                                            {BROADPHASE_UPDATE_REBUILD, 1.0f, 2},
+                                            {BROADPHASE_UPDATE_AUTO, 0.0f, 8},
+                                            {BROADPHASE_UPDATE_AUTO, 0.0f, 1},
+                                            {BROADPHASE_UPDATE_AUTO, 1.0f, 2}};
+    tree_against_brute_force(BROADPHASE_METHOD_OCTREE, 6, settings, 5, 700);
 }
 
 /* Extreme tree shapes: one object per leaf, huge leaves, depth limits that stop early. */
@@ -135,34 +180,102 @@ TEST(kdtree_tuning_extremes) {
     }
 }
 
-/* The same pair array, byte for byte, for every thread count and both methods. */
+/* The octree's extremes: one object per leaf, leaves that never split, depth limits that stop
+ * early, each with a strict, the default and the loosest looseness; a second step refits the
+ * unchanged tree. The depth never passes max_depth, and a tree whose objects all fit in one
+ * leaf is the root alone. */
+TEST(octree_tuning_extremes) {
+    static const int leaf_sizes[] = {1, 2, 64, 4096};
+    static const int depths[] = {1, 3, 64};
+    static const float loosenesses[] = {1.0f, 2.0f, 4.0f};
+    /* Identical objects (a million pairs each time) are left to test_octree. */
+    static const scene_kind kinds[] = {SCENE_UNIFORM, SCENE_MIXED, SCENE_SHAPES2D, SCENE_FLAT,
+                                       SCENE_CLUSTERED};
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        scene s;
+        REQUIRE(scene_make(&s, kinds[ki], 1500, 5));
+        uint32_t *ids = malloc(s.count * sizeof *ids);
+        broadphase_world *oracle =
+            make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+        add_scene(&s, oracle, ids);
+        broadphase_pairs want = step_ok(oracle);
+        for (size_t li = 0; li < 4; li++) {
+            for (size_t di = 0; di < 3; di++) {
+                float loose = loosenesses[(li + di) % 3];
+                TEST_CONTEXT("octree scene %s leaf %d depth %d looseness %g", scene_name(s.kind),
+                             leaf_sizes[li], depths[di], (double)loose);
+                broadphase_config c = broadphase_config_default(s.dimensions);
+                c.method = BROADPHASE_METHOD_OCTREE;
+                c.update = BROADPHASE_UPDATE_REFIT;
+                c.leaf_size = leaf_sizes[li];
+                c.max_depth = depths[di];
+                c.looseness = loose;
+                c.threads = 2;
+                broadphase_world *w = NULL;
+                REQUIRE(broadphase_create(&c, &w) == BROADPHASE_OK);
+                add_scene(&s, w, ids);
+                for (int step = 0; step < 2; step++) {
+                    broadphase_pairs got = step_ok(w);
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "octree"));
+                    check_levels(w, 1 << s.dimensions);
+                    broadphase_stats st;
+                    REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
+                    CHECK(st.depth <= (size_t)depths[di]);
+                    if (s.count <= (size_t)leaf_sizes[li]) CHECK_EQ_INT(st.nodes, 1);
+                    if (s.count > (size_t)leaf_sizes[li]) CHECK(st.nodes > 1);
+                }
+                broadphase_destroy(w);
+            }
+        }
+        broadphase_destroy(oracle);
+        free(ids);
+        scene_free(&s);
+    }
+}
+
+/* The same pair array, byte for byte, for every thread count and every method. */
 TEST(determinism_across_threads) {
+    typedef struct variant {
+        broadphase_method method;
+        float looseness;
+        int threads;
+    } variant;
+    static const variant variants[] = {
+        {BROADPHASE_METHOD_KDTREE, 0.0f, 1},      {BROADPHASE_METHOD_KDTREE, 0.0f, 2},
+        {BROADPHASE_METHOD_KDTREE, 0.0f, 3},      {BROADPHASE_METHOD_KDTREE, 0.0f, 8},
+        {BROADPHASE_METHOD_OCTREE, 0.0f, 1},      {BROADPHASE_METHOD_OCTREE, 0.0f, 2},
+        {BROADPHASE_METHOD_OCTREE, 0.0f, 3},      {BROADPHASE_METHOD_OCTREE, 0.0f, 8},
+        {BROADPHASE_METHOD_OCTREE, 1.0f, 1},      {BROADPHASE_METHOD_OCTREE, 1.0f, 8},
+        {BROADPHASE_METHOD_BRUTE_FORCE, 0.0f, 3},
+    };
+    enum { VARIANTS = sizeof variants / sizeof variants[0] };
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_SHAPES, SCENE_MOVING2D, SCENE_MIXED};
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
         scene s;
         REQUIRE(scene_make(&s, kinds[ki], 4000, 9));
         uint32_t *ids = malloc(s.count * sizeof *ids);
-        broadphase_world *w[5];
-        for (int i = 0; i < 5; i++) {
-            w[i] = make_world(s.dimensions,
-                              i == 4 ? BROADPHASE_METHOD_BRUTE_FORCE : BROADPHASE_METHOD_KDTREE,
-                              BROADPHASE_UPDATE_AUTO, i == 4 ? 3 : thread_counts[i]);
+        broadphase_world *w[VARIANTS];
+        for (int i = 0; i < VARIANTS; i++) {
+            w[i] = make_world_loose(s.dimensions, variants[i].method, BROADPHASE_UPDATE_AUTO,
+                                    variants[i].threads, variants[i].looseness);
             REQUIRE(w[i]);
             add_scene(&s, w[i], ids);
         }
         for (int f = 0; f < 5; f++) {
             broadphase_pairs first = step_ok(w[0]);
-            for (int i = 1; i < 5; i++) {
-                TEST_CONTEXT("scene %s frame %d world %d", scene_name(s.kind), f, i);
+            for (int i = 1; i < VARIANTS; i++) {
+                TEST_CONTEXT("scene %s frame %d world %d (method %d looseness %g threads %d)",
+                             scene_name(s.kind), f, i, (int)variants[i].method,
+                             (double)variants[i].looseness, variants[i].threads);
                 broadphase_pairs p = step_ok(w[i]);
                 CHECK_EQ_INT(p.count, first.count);
                 CHECK(p.count == first.count &&
                       (p.count == 0 || memcmp(p.data, first.data, p.count * sizeof *p.data) == 0));
             }
             scene_advance(&s);
-            for (int i = 0; i < 5; i++) scene_move_in_world(&s, w[i], ids);
+            for (int i = 0; i < VARIANTS; i++) scene_move_in_world(&s, w[i], ids);
         }
-        for (int i = 0; i < 5; i++) broadphase_destroy(w[i]);
+        for (int i = 0; i < VARIANTS; i++) broadphase_destroy(w[i]);
         free(ids);
         scene_free(&s);
     }
@@ -170,4 +283,6 @@ TEST(determinism_across_threads) {
 
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
-          TEST_ENTRY(kdtree_tuning_extremes), TEST_ENTRY(determinism_across_threads))
+          TEST_ENTRY(octree_refit_equals_brute_force),
+          TEST_ENTRY(octree_rebuild_and_auto_equal_brute_force), TEST_ENTRY(kdtree_tuning_extremes),
+          TEST_ENTRY(octree_tuning_extremes), TEST_ENTRY(determinism_across_threads))

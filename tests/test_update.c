@@ -1,45 +1,70 @@
-/* Worlds that change between steps: REFIT and AUTO agree with REBUILD on every frame; random
- * adds, removes, moves (small steps and teleports) and shape changes interleaved with steps
- * over 200 frames agree with brute force; steady-state steps allocate nothing. */
+/* Worlds that change between steps, for the kd-tree and the octree (loose and strict): REFIT and
+ * AUTO agree with REBUILD on every frame; random adds, removes, moves (small steps and teleports)
+ * and shape changes interleaved with steps over 200 frames agree with brute force; steady-state
+ * steps allocate nothing. */
 #include "oracle.h"
 #include "world.h"
 
 #include <math.h>
 
+/* One tree for the update tests: the kd-tree, or the octree with a looseness (0: default). */
+typedef struct tree_kind {
+    broadphase_method method;
+    float looseness;
+    const char *name;
+} tree_kind;
+
+static const tree_kind TREES[] = {{BROADPHASE_METHOD_KDTREE, 0.0f, "kdtree"},
+                                  {BROADPHASE_METHOD_OCTREE, 0.0f, "octree"},
+                                  {BROADPHASE_METHOD_OCTREE, 1.0f, "strict octree"}};
+enum { TREE_COUNT = sizeof TREES / sizeof TREES[0] };
+
 TEST(refit_and_auto_equal_rebuild_every_frame) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
-    for (size_t ki = 0; ki < 2; ki++) {
-        scene s;
-        REQUIRE(scene_make(&s, kinds[ki], 3000, 21));
-        uint32_t *ids = malloc(s.count * sizeof *ids);
-        broadphase_world *w[3];
-        for (int p = 0; p < 3; p++) {
-            w[p] =
-                make_world(s.dimensions, BROADPHASE_METHOD_KDTREE, (broadphase_update_policy)p, 2);
-            REQUIRE(w[p]);
-            CHECK_EQ_INT(scene_add_to_world(&s, w[p], ids), BROADPHASE_OK);
-        }
-        uint64_t refits = 0;
-        for (int f = 0; f < 150; f++) {
-            broadphase_pairs want = step_ok(w[BROADPHASE_UPDATE_REBUILD]);
+    /* The kd-tree and the loose octree (the strict one's updates are compared with brute force
+     * every frame in test_oracle and test_octree). */
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ki = 0; ki < 2; ki++) {
+            scene s;
+            REQUIRE(scene_make(&s, kinds[ki], 3000, 21));
+            uint32_t *ids = malloc(s.count * sizeof *ids);
+            broadphase_world *w[3];
             for (int p = 0; p < 3; p++) {
-                if (p == BROADPHASE_UPDATE_REBUILD) continue;
-                TEST_CONTEXT("scene %s policy %s frame %d", scene_name(s.kind), policy_names[p], f);
-                broadphase_pairs got = step_ok(w[p]);
-                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "update"));
+                w[p] = make_world_loose(s.dimensions, TREES[ti].method, (broadphase_update_policy)p,
+                                        2, TREES[ti].looseness);
+                REQUIRE(w[p]);
+                CHECK_EQ_INT(scene_add_to_world(&s, w[p], ids), BROADPHASE_OK);
             }
-            scene_advance(&s);
-            for (int p = 0; p < 3; p++) scene_move_in_world(&s, w[p], ids);
+            for (int f = 0; f < 150; f++) {
+                broadphase_pairs want = step_ok(w[BROADPHASE_UPDATE_REBUILD]);
+                for (int p = 0; p < 3; p++) {
+                    if (p == BROADPHASE_UPDATE_REBUILD) continue;
+                    TEST_CONTEXT("%s scene %s policy %s frame %d", TREES[ti].name,
+                                 scene_name(s.kind), policy_names[p], f);
+                    broadphase_pairs got = step_ok(w[p]);
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "update"));
+                }
+                scene_advance(&s);
+                for (int p = 0; p < 3; p++) scene_move_in_world(&s, w[p], ids);
+            }
+            TEST_CONTEXT("%s scene %s", TREES[ti].name, scene_name(s.kind));
+            broadphase_stats st;
+            broadphase_get_stats(w[BROADPHASE_UPDATE_REFIT], &st);
+            /* REFIT must really have refitted: one build, then refits (an octree also builds
+             * again each time its root grows). */
+            if (TREES[ti].method == BROADPHASE_METHOD_KDTREE) {
+                CHECK_EQ_INT(st.rebuilds, 1);
+                CHECK_EQ_INT(st.rebuilds + st.refits, st.steps);
+            } else {
+                CHECK(st.rebuilds >= 1 && st.rebuilds <= 1 + st.root_growths);
+            }
+            CHECK(st.refits + st.root_growths >= 149);
+            broadphase_get_stats(w[BROADPHASE_UPDATE_REBUILD], &st);
+            CHECK_EQ_INT(st.rebuilds, 150);
+            for (int p = 0; p < 3; p++) broadphase_destroy(w[p]);
+            free(ids);
+            scene_free(&s);
         }
-        broadphase_stats st;
-        broadphase_get_stats(w[BROADPHASE_UPDATE_REFIT], &st);
-        refits = st.refits;
-        /* REFIT must really have refitted (one build, then refits). */
-        CHECK_EQ_INT(st.rebuilds, 1);
-        CHECK(refits >= 149);
-        for (int p = 0; p < 3; p++) broadphase_destroy(w[p]);
-        free(ids);
-        scene_free(&s);
     }
 }
 
@@ -188,12 +213,14 @@ static size_t live_count(const model *m) {
 }
 
 static void interleaved(int dims) {
-    enum { WORLDS = 4, CAP = 4096, FRAMES = 200 };
+    enum { WORLDS = 6, CAP = 4096, FRAMES = 200 };
     broadphase_world *w[WORLDS];
     w[0] = make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
     w[1] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2);
     w[2] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3);
     w[3] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1);
+    w[4] = make_world(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2);
+    w[5] = make_world_loose(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f);
     for (int i = 0; i < WORLDS; i++) REQUIRE(w[i]);
     model m;
     model_init(&m, dims, CAP);
@@ -247,6 +274,7 @@ static void interleaved(int dims) {
             CHECK_EQ_INT(broadphase_object_count(w[i]), live_count(&m));
             broadphase_pairs got = step_ok(w[i]);
             CHECK(pairs_equal(want.data, want.count, got.data, got.count, "interleaved"));
+            if (i >= 4) check_levels(w[i], 1 << dims);
         }
     }
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
@@ -264,58 +292,76 @@ TEST(interleaved_add_remove_move_2d) {
 
 /* Remove everything, step, add again: the tree empties and comes back. */
 TEST(empty_and_refill) {
-    for (int p = 0; p < 3; p++) {
-        scene s;
-        REQUIRE(scene_make(&s, SCENE_SHAPES, 2000, 3));
-        uint32_t *ids = malloc(s.count * sizeof *ids);
-        broadphase_world *w =
-            make_world(3, BROADPHASE_METHOD_KDTREE, (broadphase_update_policy)p, 2);
-        broadphase_world *o =
-            make_world(3, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-        for (int round = 0; round < 3; round++) {
-            TEST_CONTEXT("policy %s round %d", policy_names[p], round);
-            CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(scene_add_to_world(&s, o, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(ids[0], 0);
-            broadphase_pairs want = step_ok(o);
-            broadphase_pairs got = step_ok(w);
-            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "refill"));
-            /* Remove the odd ones, step, then the rest. */
-            size_t k = 0;
-            for (size_t i = 1; i < s.count; i += 2) ids[k++] = (uint32_t)i;
-            CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
-            want = step_ok(o);
-            got = step_ok(w);
-            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "half removed"));
-            k = 0;
-            for (size_t i = 0; i < s.count; i += 2) ids[k++] = (uint32_t)i;
-            CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
-            got = step_ok(w);
-            CHECK_EQ_INT(got.count, 0);
-            CHECK_EQ_INT(broadphase_object_count(w), 0);
+    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
+        for (int p = 0; p < 3; p++) {
+            scene s;
+            REQUIRE(scene_make(&s, SCENE_SHAPES, 2000, 3));
+            uint32_t *ids = malloc(s.count * sizeof *ids);
+            broadphase_world *w = make_world_loose(3, TREES[ti].method, (broadphase_update_policy)p,
+                                                   2, TREES[ti].looseness);
+            broadphase_world *o =
+                make_world(3, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+            for (int round = 0; round < 3; round++) {
+                TEST_CONTEXT("%s policy %s round %d", TREES[ti].name, policy_names[p], round);
+                CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(scene_add_to_world(&s, o, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(ids[0], 0);
+                broadphase_pairs want = step_ok(o);
+                broadphase_pairs got = step_ok(w);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "refill"));
+                /* Remove the odd ones, step, then the rest. */
+                size_t k = 0;
+                for (size_t i = 1; i < s.count; i += 2) ids[k++] = (uint32_t)i;
+                CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
+                want = step_ok(o);
+                got = step_ok(w);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "half removed"));
+                k = 0;
+                for (size_t i = 0; i < s.count; i += 2) ids[k++] = (uint32_t)i;
+                CHECK_EQ_INT(broadphase_remove(w, k, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(broadphase_remove(o, k, ids), BROADPHASE_OK);
+                got = step_ok(w);
+                CHECK_EQ_INT(got.count, 0);
+                CHECK_EQ_INT(broadphase_object_count(w), 0);
+                broadphase_stats st;
+                broadphase_get_stats(w, &st);
+                if (TREES[ti].method == BROADPHASE_METHOD_OCTREE) CHECK_EQ_INT(st.nodes, 1);
+                check_levels(w, method_branching(TREES[ti].method, 3));
+            }
+            broadphase_destroy(w);
+            broadphase_destroy(o);
+            free(ids);
+            scene_free(&s);
         }
-        broadphase_destroy(w);
-        broadphase_destroy(o);
-        free(ids);
-        scene_free(&s);
     }
 }
 
 /* After warm-up, steps allocate nothing: the world's allocation count stands still. */
 TEST(no_allocation_in_steady_state) {
+    typedef struct variant {
+        broadphase_method method;
+        broadphase_update_policy update;
+        float looseness;
+    } variant;
+    static const variant variants[] = {
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 0.0f},
+        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 0.0f},
+    };
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_UNIFORM, SCENE_MOVING2D, SCENE_SHAPES};
     for (size_t ki = 0; ki < 4; ki++) {
-        for (int method = 0; method < 4; method++) {
+        for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+            const variant *v = &variants[vi];
+            bool brute = v->method == BROADPHASE_METHOD_BRUTE_FORCE;
             scene s;
-            REQUIRE(scene_make(&s, kinds[ki], method == 3 ? 3000 : 20000, 8));
+            REQUIRE(scene_make(&s, kinds[ki], brute ? 3000 : 20000, 8));
             uint32_t *ids = malloc(s.count * sizeof *ids);
-            broadphase_world *w = method == 3
-                                      ? make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE,
-                                                   BROADPHASE_UPDATE_AUTO, 2)
-                                      : make_world(s.dimensions, BROADPHASE_METHOD_KDTREE,
-                                                   (broadphase_update_policy)method, 2);
+            broadphase_world *w =
+                make_world_loose(s.dimensions, v->method, v->update, 2, v->looseness);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
             broadphase_stats before, after;
@@ -326,9 +372,12 @@ TEST(no_allocation_in_steady_state) {
                 scene_move_in_world(&s, w, ids);
             }
             broadphase_get_stats(w, &after);
-            TEST_CONTEXT("scene %s method %d allocations %llu -> %llu bytes %zu",
-                         scene_name(s.kind), method, (unsigned long long)before.allocations,
-                         (unsigned long long)after.allocations, after.bytes_in_use);
+            TEST_CONTEXT("scene %s method %d update %s looseness %g allocations %llu -> %llu "
+                         "bytes %zu -> %zu",
+                         scene_name(s.kind), (int)v->method, policy_names[v->update],
+                         (double)v->looseness, (unsigned long long)before.allocations,
+                         (unsigned long long)after.allocations, before.bytes_in_use,
+                         after.bytes_in_use);
             CHECK(after.allocations == before.allocations);
             CHECK(after.bytes_in_use == before.bytes_in_use);
             CHECK(after.steps == 40);

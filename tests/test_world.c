@@ -122,27 +122,42 @@ static broadphase_world *world_with(const broadphase_config *cfg) {
     return s == BROADPHASE_OK ? w : NULL;
 }
 
-static broadphase_world *world_new(int dims, broadphase_method method, int threads) {
+/* looseness 0 keeps the default (it only matters to the octree). */
+static broadphase_world *world_new_loose(int dims, broadphase_method method, int threads,
+                                         float looseness) {
     broadphase_config cfg = broadphase_config_default(dims);
     cfg.method = method;
     cfg.threads = threads;
+    if (looseness != 0.0f) cfg.looseness = looseness;
     return world_with(&cfg);
 }
 
-/* Every method and thread count the step must agree on. */
+static broadphase_world *world_new(int dims, broadphase_method method, int threads) {
+    return world_new_loose(dims, method, threads, 0.0f);
+}
+
+/* Every method, thread count and octree looseness the step must agree on. */
 typedef struct run {
     broadphase_method method;
     int threads;
+    float looseness; /* 0: the default */
 } run;
 
-static const run RUNS[] = {{BROADPHASE_METHOD_KDTREE, 1},
-                           {BROADPHASE_METHOD_KDTREE, 2},
-                           {BROADPHASE_METHOD_BRUTE_FORCE, 1},
-                           {BROADPHASE_METHOD_BRUTE_FORCE, 2}};
+static const run RUNS[] = {
+    {BROADPHASE_METHOD_KDTREE, 1, 0.0f},     {BROADPHASE_METHOD_KDTREE, 2, 0.0f},
+    {BROADPHASE_METHOD_OCTREE, 1, 0.0f},     {BROADPHASE_METHOD_OCTREE, 2, 0.0f},
+    {BROADPHASE_METHOD_OCTREE, 2, 1.0f},     {BROADPHASE_METHOD_BRUTE_FORCE, 1, 0.0f},
+    {BROADPHASE_METHOD_BRUTE_FORCE, 2, 0.0f}};
 enum { RUN_COUNT = sizeof RUNS / sizeof RUNS[0] };
 
+static broadphase_world *run_world(int dims, const run *r) {
+    return world_new_loose(dims, r->method, r->threads, r->looseness);
+}
+
 static const char *method_name(broadphase_method m) {
-    return m == BROADPHASE_METHOD_KDTREE ? "kdtree" : "brute_force";
+    return m == BROADPHASE_METHOD_KDTREE   ? "kdtree"
+           : m == BROADPHASE_METHOD_OCTREE ? "octree"
+                                           : "brute_force";
 }
 
 /* ---- pairs ----------------------------------------------------------------------------------- */
@@ -246,9 +261,10 @@ static void expect_scene(int dims, const shape *s, size_t n, const broadphase_pa
     pair_list mapped = {0};
     for (int r = 0; r < RUN_COUNT; r++) {
         for (int reverse = 0; reverse < 2; reverse++) {
-            TEST_CONTEXT("%s: %dD %s threads=%d %s order", what, dims, method_name(RUNS[r].method),
-                         RUNS[r].threads, reverse ? "reverse" : "forward");
-            broadphase_world *w = world_new(dims, RUNS[r].method, RUNS[r].threads);
+            TEST_CONTEXT("%s: %dD %s threads=%d looseness=%g %s order", what, dims,
+                         method_name(RUNS[r].method), RUNS[r].threads, (double)RUNS[r].looseness,
+                         reverse ? "reverse" : "forward");
+            broadphase_world *w = run_world(dims, &RUNS[r]);
             if (!w) break;
             for (size_t i = 0; i < n; i++) {
                 size_t src = reverse ? n - 1 - i : i;
@@ -433,10 +449,11 @@ TEST(config_defaults) {
         CHECK_EQ_INT(c.method, BROADPHASE_METHOD_KDTREE);
         CHECK_EQ_INT(c.update, BROADPHASE_UPDATE_AUTO);
         CHECK_EQ_INT(c.threads, 0);
-        CHECK_EQ_INT(c.leaf_size, 8);
+        CHECK_EQ_INT(c.leaf_size, 0); /* the method's own */
         CHECK_EQ_INT(c.max_depth, 40);
         CHECK(c.rebuild_threshold == 1.5f);
         CHECK_EQ_INT(c.initial_capacity, 0);
+        CHECK(c.looseness == 1.5f); /* broadphase.h: measured best */
         broadphase_world *w = world_with(&c);
         CHECK(w != NULL);
         broadphase_destroy(w);
@@ -447,7 +464,19 @@ TEST(config_defaults) {
 }
 
 /* One config field set to one value. */
-enum config_field { F_DIMS, F_METHOD, F_UPDATE, F_THREADS, F_LEAF, F_DEPTH, F_THRESHOLD };
+enum config_field {
+    F_DIMS,
+    F_METHOD,
+    F_UPDATE,
+    F_THREADS,
+    F_LEAF,
+    F_DEPTH,
+    F_THRESHOLD,
+    F_LOOSENESS,        /* for the default method (the range holds whatever the method) */
+    F_OCTREE_LOOSENESS, /* for the octree */
+    F_OCTREE_LEAF,
+    F_OCTREE_DEPTH,
+};
 typedef struct config_case {
     const char *what;
     enum config_field field;
@@ -478,6 +507,21 @@ static broadphase_config config_with(int dims, config_case cc) {
     case F_THRESHOLD:
         c.rebuild_threshold = (float)cc.value;
         break;
+    case F_LOOSENESS:
+        c.looseness = (float)cc.value;
+        break;
+    case F_OCTREE_LOOSENESS:
+        c.method = BROADPHASE_METHOD_OCTREE;
+        c.looseness = (float)cc.value;
+        break;
+    case F_OCTREE_LEAF:
+        c.method = BROADPHASE_METHOD_OCTREE;
+        c.leaf_size = (int)cc.value;
+        break;
+    case F_OCTREE_DEPTH:
+        c.method = BROADPHASE_METHOD_OCTREE;
+        c.max_depth = (int)cc.value;
+        break;
     }
     return c;
 }
@@ -487,14 +531,12 @@ TEST(config_rejects_invalid) {
         {"dims 0", F_DIMS, 0},
         {"dims 1", F_DIMS, 1},
         {"dims 4", F_DIMS, 4},
-        {"method octree", F_METHOD, BROADPHASE_METHOD_OCTREE},
         {"method 3", F_METHOD, 3},
         {"method 99", F_METHOD, 99},
         {"update 3", F_UPDATE, 3},
         {"update 99", F_UPDATE, 99},
         {"threads -1", F_THREADS, -1},
         {"threads 1025", F_THREADS, 1025},
-        {"leaf_size 0", F_LEAF, 0},
         {"leaf_size -1", F_LEAF, -1},
         {"leaf_size 4097", F_LEAF, 4097},
         {"max_depth 0", F_DEPTH, 0},
@@ -505,6 +547,23 @@ TEST(config_rejects_invalid) {
         {"rebuild_threshold 1000.5", F_THRESHOLD, 1000.5},
         {"rebuild_threshold inf", F_THRESHOLD, INFINITY},
         {"rebuild_threshold -inf", F_THRESHOLD, -INFINITY},
+        {"looseness nan", F_LOOSENESS, NAN},
+        {"looseness 0", F_LOOSENESS, 0.0},
+        {"looseness 4.5", F_LOOSENESS, 4.5},
+        {"octree looseness nan", F_OCTREE_LOOSENESS, NAN},
+        {"octree looseness -nan", F_OCTREE_LOOSENESS, -NAN},
+        {"octree looseness 0", F_OCTREE_LOOSENESS, 0.0},
+        {"octree looseness -1", F_OCTREE_LOOSENESS, -1.0},
+        {"octree looseness 0.5", F_OCTREE_LOOSENESS, 0.5},
+        {"octree looseness just below 1", F_OCTREE_LOOSENESS, 0.99999994},
+        {"octree looseness just above 4", F_OCTREE_LOOSENESS, 4.0000005},
+        {"octree looseness 5", F_OCTREE_LOOSENESS, 5.0},
+        {"octree looseness inf", F_OCTREE_LOOSENESS, INFINITY},
+        {"octree looseness -inf", F_OCTREE_LOOSENESS, -INFINITY},
+        {"octree leaf_size -1", F_OCTREE_LEAF, -1},
+        {"octree leaf_size 4097", F_OCTREE_LEAF, 4097},
+        {"octree max_depth 0", F_OCTREE_DEPTH, 0},
+        {"octree max_depth 65", F_OCTREE_DEPTH, 65},
     };
     for (int dims = 2; dims <= 3; dims++) {
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -521,10 +580,22 @@ TEST(config_rejects_invalid) {
 TEST(config_accepts_range_bounds) {
     static const config_case good[] = {
         {"method brute force", F_METHOD, BROADPHASE_METHOD_BRUTE_FORCE},
+        {"method octree", F_METHOD, BROADPHASE_METHOD_OCTREE},
+        {"octree looseness 1", F_OCTREE_LOOSENESS, 1.0},
+        {"octree looseness 1.5", F_OCTREE_LOOSENESS, 1.5},
+        {"octree looseness 4", F_OCTREE_LOOSENESS, 4.0},
+        {"octree leaf_size 1", F_OCTREE_LEAF, 1},
+        {"octree leaf_size 4096", F_OCTREE_LEAF, 4096},
+        {"octree max_depth 1", F_OCTREE_DEPTH, 1},
+        {"octree max_depth 64", F_OCTREE_DEPTH, 64},
+        {"looseness 1", F_LOOSENESS, 1.0},
+        {"looseness 4", F_LOOSENESS, 4.0},
         {"update rebuild", F_UPDATE, BROADPHASE_UPDATE_REBUILD},
         {"update refit", F_UPDATE, BROADPHASE_UPDATE_REFIT},
         {"threads 1", F_THREADS, 1},
         {"threads 1024", F_THREADS, 1024},
+        {"leaf_size 0 (the method's own)", F_LEAF, 0},
+        {"octree leaf_size 0 (the method's own)", F_OCTREE_LEAF, 0},
         {"leaf_size 1", F_LEAF, 1},
         {"leaf_size 4096", F_LEAF, 4096},
         {"max_depth 1", F_DEPTH, 1},
@@ -982,8 +1053,9 @@ TEST(last_error_index_cleared_on_success) {
 
 TEST(two_d_z_arrays_optional) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("2D %s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
-        broadphase_world *w = world_new(2, RUNS[r].method, RUNS[r].threads);
+        TEST_CONTEXT("2D %s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_world *w = run_world(2, &RUNS[r]);
         REQUIRE(w);
         /* 0, 1 touch; sphere 2 is off box 0's corner but reaches box 1's top face. */
         CHECK_EQ_INT(add_one(w, box_shape(0, 0, 0, 1, 1, 0), 2), 0);
@@ -1208,7 +1280,7 @@ static size_t model_pick(const model *m, uint64_t *rng, size_t n, uint32_t *out)
 /* Moves some objects: nearby (a small shift) or anywhere, keeping or changing their kind. */
 static void model_move(model *m, broadphase_world *w, uint64_t *rng, size_t n, int dims,
                        bool sphere) {
-    uint32_t ids[64];
+    uint32_t ids[64] = {0};
     shape s[64] = {{0}};
     n = model_pick(m, rng, n > 64 ? 64 : n, ids);
     for (size_t i = 0; i < n; i++) {
@@ -1245,20 +1317,33 @@ typedef struct churn_config {
     broadphase_method method;
     broadphase_update_policy update;
     int threads, leaf_size, max_depth;
+    float looseness; /* 0: the default */
 } churn_config;
 
 TEST(pairs_match_oracle_under_churn) {
     static const churn_config configs[] = {
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 1, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 1, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 2, 8, 40},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 1, 64},
-        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 2, 5},
-        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 1, 8, 40},
-        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 8, 40},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2, 1, 64, 0.0f},
+        {BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 2, 5, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REBUILD, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REBUILD, 2, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 2, 1, 64, 2.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 2, 5, 0.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 8, 40, 1.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 1, 1, 3, 1.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REBUILD, 2, 2, 64, 1.0f},
+        {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 1, 64, 4.0f},
+        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 1, 8, 40, 0.0f},
+        {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 8, 40, 0.0f},
     };
     model *m = malloc(sizeof *m);
     REQUIRE(m);
@@ -1273,13 +1358,16 @@ TEST(pairs_match_oracle_under_churn) {
             cfg.threads = cc->threads;
             cfg.leaf_size = cc->leaf_size;
             cfg.max_depth = cc->max_depth;
+            if (cc->looseness != 0.0f) cfg.looseness = cc->looseness;
             broadphase_world *w = world_with(&cfg);
             if (!w) break;
             memset(m, 0, sizeof *m);
             for (int round = 0; round < 24; round++) {
-                TEST_CONTEXT("%dD %s update=%d threads=%d leaf=%d depth=%d seed=%llu round=%d",
+                TEST_CONTEXT("%dD %s update=%d threads=%d leaf=%d depth=%d looseness=%g seed=%llu "
+                             "round=%d",
                              dims, method_name(cc->method), (int)cc->update, cc->threads,
-                             cc->leaf_size, cc->max_depth, (unsigned long long)seed, round);
+                             cc->leaf_size, cc->max_depth, (double)cc->looseness,
+                             (unsigned long long)seed, round);
                 int before = test_failures;
                 if (round == 0) {
                     model_add(m, w, &rng, 64, dims, false);
@@ -1318,8 +1406,9 @@ TEST(shape_change_box_sphere_box) {
     const broadphase_pair sphere_pairs[2] = {{0, 2}, {1, 3}};
     const broadphase_pair three_away[2] = {{0, 1}, {0, 2}};
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
-        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         add_one(w, as_box, 3);
         add_one(w, box_shape(0.75f, 0.75f, 0.75f, 1, 1, 1), 3);
@@ -1347,8 +1436,9 @@ TEST(shape_change_box_sphere_box) {
 
 TEST(step_pairs_out_may_be_null) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
-        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         CHECK_EQ_INT(broadphase_last_pairs(w).count, 0); /* before the first step */
         add_one(w, box_shape(0, 0, 0, 1, 1, 1), 3);
@@ -1368,8 +1458,9 @@ TEST(step_pairs_out_may_be_null) {
 
 TEST(step_empty_and_single_object) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
-        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         CHECK_EQ_INT(step_ok(w).count, 0);
         CHECK_EQ_INT(broadphase_last_pairs(w).count, 0);
@@ -1403,8 +1494,9 @@ static void expect_stats(broadphase_world *w, size_t objects, size_t pairs, uint
 
 TEST(stats) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d", method_name(RUNS[r].method), RUNS[r].threads);
-        broadphase_world *w = world_new(3, RUNS[r].method, RUNS[r].threads);
+        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         expect_stats(w, 0, 0, 0);
         shape s[40];
@@ -1423,7 +1515,7 @@ TEST(stats) {
         expect_stats(w, 39, 38, 4);
         broadphase_stats st;
         REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
-        if (RUNS[r].method == BROADPHASE_METHOD_KDTREE) {
+        if (RUNS[r].method != BROADPHASE_METHOD_BRUTE_FORCE) {
             CHECK(st.nodes >= 1);
             CHECK(st.leaves >= 1 && st.leaves <= st.nodes);
             CHECK(st.rebuilds + st.refits == st.steps);
