@@ -46,8 +46,13 @@ def main():
         data = json.load(f)
     times = defaultdict(list)  # (scene, n, method, update, threads) -> [ms]
     pairs = {}
+    # Runs made with --benchmark_report_aggregates_only carry only aggregates: use their medians.
+    only_aggregates = all(b.get("run_type") == "aggregate" for b in data["benchmarks"])
     for b in data["benchmarks"]:
-        if b.get("run_type") == "aggregate" or b.get("error_occurred"):
+        if b.get("error_occurred"):
+            continue
+        if b.get("run_type") == "aggregate" and not (
+                only_aggregates and b.get("aggregate_name") == "median"):
             continue
         key = parse(b["run_name"] if "run_name" in b else b["name"])
         unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
