@@ -18,7 +18,7 @@
 #include <string.h>
 
 #define NONE WORLD_NONE
-#define DEAD (WORLD_NONE - 1)
+#define DEAD TREE_DEAD
 
 enum {
     TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
@@ -140,12 +140,7 @@ static kdtree *tree_of(broadphase_world *w) {
 
 /* node_of covers every id handed out so far; ids new to it read as absent from the tree. */
 static bool id_tables_reserve(broadphase_world *w, kdtree *t) {
-    size_t old = t->node_of_capacity;
-    if (!world_grow(w, (void **)&t->node_of, &t->node_of_capacity, w->id_end, sizeof(uint32_t),
-                    old))
-        return false;
-    for (size_t i = old; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
-    return true;
+    return tree_node_of_reserve(w, &t->node_of, &t->node_of_capacity);
 }
 
 /* ---- build --------------------------------------------------------------------------------- */
@@ -387,14 +382,6 @@ static void scatter_records(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-/* Removed ids must read as absent; live ones are marked with their node next. */
-static void forget_free_ids(size_t begin, size_t end, int worker, void *p) {
-    (void)worker;
-    const tree_ctx *c = p;
-    for (size_t i = begin; i < end; i++)
-        if (c->w->kind[i] == OBJECT_FREE) c->t->node_of[i] = NONE;
-}
-
 static void mark_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     kdtree *t = ((scatter_ctx *)p)->t;
@@ -492,7 +479,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     t->slots.count = count;
     scatter_ctx s = {t};
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
-    threads_for_ranges(w->workers, w->id_end, SLOT_CHUNK, forget_free_ids, &g);
+    tree_forget_free_ids(w, t->node_of);
     threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &s);
     measure(t);
     t->base_cost = t->cost;
@@ -550,11 +537,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     kdtree *t = c->t;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slots.count) end = t->slots.count;
-    uint64_t *out = t->moves + t->chunk_count[chunk];
-    for (size_t s = begin; s < end; s++) {
-        uint32_t d = t->dest[s];
-        if (d != t->slot_node[s]) *out++ = (uint64_t)d << 32 | s;
-    }
+    tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }
 
 /* Lays nodes out anew in preorder from their new own counts. */
@@ -568,53 +551,16 @@ static uint32_t relayout(kdtree *t, uint32_t n, uint32_t at) {
     return at;
 }
 
-typedef struct copy_ctx {
-    broadphase_world *w;
-    kdtree *t;
-    size_t move_count;
-} copy_ctx;
-
 static void copy_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
-    copy_ctx *c = p;
-    const broadphase_world *w = c->w;
+    tree_ctx *c = p;
     kdtree *t = c->t;
-    int from = t->slots.cur, to = 1 - t->slots.cur;
     size_t end_node = (chunk + 1) * NODE_CHUNK;
     if (end_node > t->node_count) end_node = t->node_count;
-    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
-        const kd_node *node = &t->nodes[n];
-        uint32_t dst = t->new_begin[n];
-        for (uint32_t s = node->begin; s < node->end; s++) {
-            uint32_t id = t->slots.sid[from][s];
-            if (t->dest[s] == DEAD) {
-                t->node_of[id] = NONE;
-                continue;
-            }
-            if (t->dest[s] != n) continue;
-            for (int k = 0; k < 3; k++) {
-                t->slots.smin[to][k][dst] = t->slots.smin[from][k][s];
-                t->slots.smax[to][k][dst] = t->slots.smax[from][k][s];
-            }
-            t->slot_node[dst] = (uint32_t)n;
-            t->slots.sid[to][dst++] = id;
-        }
-        size_t first = t->arrive_first[n];
-        size_t last = n + 1 < t->node_count ? t->arrive_first[n + 1] : c->move_count;
-        for (size_t m = first; m < last; m++) {
-            uint32_t src = (uint32_t)t->moves[m];
-            bool inserted = src & 0x80000000u;
-            uint32_t s = src & 0x7fffffffu;
-            uint32_t id = inserted ? s : t->slots.sid[from][s];
-            for (int k = 0; k < 3; k++) {
-                t->slots.smin[to][k][dst] = inserted ? w->min[k][id] : t->slots.smin[from][k][s];
-                t->slots.smax[to][k][dst] = inserted ? w->max[k][id] : t->slots.smax[from][k][s];
-            }
-            t->slot_node[dst] = (uint32_t)n;
-            t->slots.sid[to][dst++] = id;
-            t->node_of[id] = (uint32_t)n;
-        }
-    }
+    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++)
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, (uint32_t)n,
+                       t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
+                       t->arrive_first[n + 1]);
 }
 
 /* Objects move between steps: sweep nodes are sorted again (insertion sort, since the order
@@ -697,9 +643,8 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
 
-    /* A move is (destination node << 32 | source); the source is a slot, or an id with the top
-     * bit set for an object new to the tree. Moves come in a fixed order (slots ascending, then
-     * w->added), which the grouping by node below keeps. */
+    /* Moves (see tree.h) come in a fixed order (slots ascending, then w->added), which the
+     * grouping by node below keeps. */
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
@@ -711,7 +656,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         }
         uint32_t d = rehome(t->nodes, 0, mn, mx, dims);
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
-        t->moves[count++] = (uint64_t)d << 32 | 0x80000000u | id;
+        t->moves[count++] = (uint64_t)d << 32 | TREE_ADDED | (uint32_t)i;
     }
     size_t node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
     if (count == 0) {
@@ -725,27 +670,14 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     }
     for (size_t m = 0; m < count; m++) {
         uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
-        if (!(src & 0x80000000u)) t->own_count[t->slot_node[src]]--;
+        if (!(src & TREE_ADDED)) t->own_count[t->slot_node[src]]--;
         if (d != DEAD) {
             t->own_count[d]++;
             t->arrive_first[d]++;
         }
     }
-    uint32_t at = 0;
-    for (size_t n = 0; n < nodes; n++) {
-        uint32_t k = t->arrive_first[n];
-        t->arrive_first[n] = at;
-        at += k;
-    }
-    /* Arrivals grouped by node in one stable pass (a counting sort: the counts are above), far
-     * cheaper than sorting the keys; each node's cursor ends where the next node's run starts,
-     * so shifting the cursors by one node restores the starts. */
-    for (size_t m = 0; m < count; m++) {
-        uint32_t d = (uint32_t)(t->moves[m] >> 32);
-        if (d != DEAD) t->moves_tmp[t->arrive_first[d]++] = t->moves[m];
-    }
-    for (size_t n = nodes; n > 0; n--) t->arrive_first[n] = t->arrive_first[n - 1];
-    t->arrive_first[0] = 0;
+    /* Arrivals grouped by node in one stable counting pass, far cheaper than sorting. */
+    tree_group_moves(t->moves, t->moves_tmp, count, t->arrive_first, nodes);
     uint64_t *sorted = t->moves_tmp;
     size_t sorted_capacity = t->moves_tmp_capacity;
     t->moves_tmp = t->moves;
@@ -753,8 +685,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     t->moves = sorted;
     t->move_capacity = sorted_capacity;
     uint32_t total = relayout(t, 0, 0);
-    copy_ctx cc = {w, t, at};
-    threads_for_chunks(w->workers, node_chunks, copy_nodes, &cc);
+    threads_for_chunks(w->workers, node_chunks, copy_nodes, &c);
     for (size_t n = 0; n < nodes; n++) {
         t->nodes[n].begin = t->new_begin[n];
         t->nodes[n].end = t->new_begin[n] + t->own_count[n];

@@ -36,7 +36,7 @@
 #include <string.h>
 
 #define NONE WORLD_NONE
-#define DEAD (WORLD_NONE - 1)
+#define DEAD TREE_DEAD
 
 enum {
     LEVEL_BITS = 5,         /* a key's low bits: the level */
@@ -477,13 +477,6 @@ static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-static void forget_free_ids(size_t begin, size_t end, int worker, void *p) {
-    (void)worker;
-    const tree_ctx *c = p;
-    for (size_t i = begin; i < end; i++)
-        if (c->w->kind[i] == OBJECT_FREE) c->t->node_of[i] = NONE;
-}
-
 /* node_of and slot_node of every node's own objects, and the bounds of its own objects. */
 static void mark_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
@@ -569,12 +562,7 @@ static void measure(octree *t) {
 }
 
 static bool id_tables_reserve(broadphase_world *w, octree *t) {
-    size_t old = t->node_of_capacity;
-    if (!world_grow(w, (void **)&t->node_of, &t->node_of_capacity, w->id_end, sizeof(uint32_t),
-                    old))
-        return false;
-    for (size_t i = old; i < t->node_of_capacity; i++) t->node_of[i] = NONE;
-    return true;
+    return tree_node_of_reserve(w, &t->node_of, &t->node_of_capacity);
 }
 
 static void geometry_init(broadphase_world *w, octree *t) {
@@ -661,7 +649,7 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     t->slots.cur = 0;
     t->slots.count = (uint32_t)count;
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_slots, &g);
-    threads_for_ranges(w->workers, w->id_end, SLOT_CHUNK, forget_free_ids, &g);
+    tree_forget_free_ids(w, t->node_of);
     threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &g);
     measure(t);
     t->base_cost = t->cost;
@@ -741,11 +729,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     octree *t = c->t;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slots.count) end = t->slots.count;
-    uint64_t *out = t->moves + t->chunk_count[chunk];
-    for (size_t s = begin; s < end; s++) {
-        uint32_t d = t->dest[s];
-        if (d != t->slot_node[s]) *out++ = (uint64_t)d << 32 | s;
-    }
+    tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }
 
 static void count_movers(size_t chunk, int worker, void *p) {
@@ -776,14 +760,14 @@ static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++)
         if (t->add_dest[i] != NONE)
-            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | 0x80000000u | (uint32_t)i;
+            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | TREE_ADDED | (uint32_t)i;
     for (size_t n = 0; n < t->node_count; n++) {
         t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
         t->arrivals[n] = 0;
     }
     for (size_t m = 0; m < count; m++) {
         uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
-        if (!(src & 0x80000000u)) t->own_count[t->slot_node[src]]--;
+        if (!(src & TREE_ADDED)) t->own_count[t->slot_node[src]]--;
         if (d != DEAD) {
             t->own_count[d]++;
             t->arrivals[d]++;
@@ -946,53 +930,16 @@ static uint32_t relayout(octree *t, uint32_t n, uint32_t at) {
     return at;
 }
 
-typedef struct copy_ctx {
-    broadphase_world *w;
-    octree *t;
-    size_t move_count;
-} copy_ctx;
-
 static void copy_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
-    copy_ctx *c = p;
-    const broadphase_world *w = c->w;
+    tree_ctx *c = p;
     octree *t = c->t;
-    int from = t->slots.cur, to = 1 - t->slots.cur;
     size_t end_node = (chunk + 1) * NODE_CHUNK;
     if (end_node > t->node_count) end_node = t->node_count;
-    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
-        const oc_node *node = &t->nodes[n];
-        uint32_t dst = t->new_begin[n];
-        for (uint32_t s = node->begin; s < node->end; s++) {
-            uint32_t id = t->slots.sid[from][s];
-            if (t->dest[s] == DEAD) {
-                t->node_of[id] = NONE;
-                continue;
-            }
-            if (t->dest[s] != n) continue;
-            for (int k = 0; k < 3; k++) {
-                t->slots.smin[to][k][dst] = t->slots.smin[from][k][s];
-                t->slots.smax[to][k][dst] = t->slots.smax[from][k][s];
-            }
-            t->slot_node[dst] = (uint32_t)n;
-            t->slots.sid[to][dst++] = id;
-        }
-        size_t first = t->arrive_first[n];
-        size_t last = t->arrive_first[n + 1];
-        for (size_t m = first; m < last; m++) {
-            uint32_t src = (uint32_t)t->moves[m];
-            bool inserted = src & 0x80000000u;
-            uint32_t s = src & 0x7fffffffu;
-            uint32_t id = inserted ? w->added[s] : t->slots.sid[from][s];
-            for (int k = 0; k < 3; k++) {
-                t->slots.smin[to][k][dst] = inserted ? w->min[k][id] : t->slots.smin[from][k][s];
-                t->slots.smax[to][k][dst] = inserted ? w->max[k][id] : t->slots.smax[from][k][s];
-            }
-            t->slot_node[dst] = (uint32_t)n;
-            t->slots.sid[to][dst++] = id;
-            t->node_of[id] = (uint32_t)n;
-        }
-    }
+    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++)
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, (uint32_t)n,
+                       t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
+                       t->arrive_first[n + 1]);
 }
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
@@ -1085,7 +1032,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
             if (i < t->split_count && t->splits[i] == d) {
                 uint32_t src = (uint32_t)t->moves[m];
                 t->moves_tmp[t->new_begin[i]++] =
-                    src & 0x80000000u ? t->slots.count + (src & 0x7fffffffu) : src;
+                    src & TREE_ADDED ? t->slots.count + (src & ~TREE_ADDED) : src;
             }
         }
         uint32_t first = 0;
@@ -1118,24 +1065,13 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     size_t nodes = t->node_count;
     if (count > 0) {
         /* Arrivals grouped by node in one stable counting pass. */
-        uint32_t at = 0;
-        for (size_t n = 0; n < nodes; n++) {
-            t->arrive_first[n] = at;
-            at += t->arrivals[n];
-        }
-        t->arrive_first[nodes] = at;
-        for (size_t m = 0; m < count; m++) {
-            uint32_t d = (uint32_t)(t->moves[m] >> 32);
-            if (d != DEAD) t->moves_tmp[t->arrive_first[d]++] = t->moves[m];
-        }
-        for (size_t n = nodes; n > 0; n--) t->arrive_first[n] = t->arrive_first[n - 1];
-        t->arrive_first[0] = 0;
+        memcpy(t->arrive_first, t->arrivals, nodes * sizeof(uint32_t));
+        tree_group_moves(t->moves, t->moves_tmp, count, t->arrive_first, nodes);
         uint64_t *sorted = t->moves_tmp;
         t->moves_tmp = t->moves;
         t->moves = sorted;
         uint32_t total = relayout(t, 0, 0);
-        copy_ctx cc = {w, t, count};
-        threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &cc);
+        threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &c);
         /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside
          * spare branches). */
         for (size_t n = 0; n < nodes; n++) {

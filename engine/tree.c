@@ -207,3 +207,85 @@ broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t 
     }
     return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
 }
+
+bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity) {
+    size_t old = *capacity;
+    if (!world_grow(w, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old)) return false;
+    for (size_t i = old; i < *capacity; i++) (*node_of)[i] = WORLD_NONE;
+    return true;
+}
+
+typedef struct forget_ctx {
+    const broadphase_world *w;
+    uint32_t *node_of;
+} forget_ctx;
+
+static void forget_range(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const forget_ctx *c = p;
+    for (size_t i = begin; i < end; i++)
+        if (c->w->kind[i] == OBJECT_FREE) c->node_of[i] = WORLD_NONE;
+}
+
+void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of) {
+    forget_ctx c = {w, node_of};
+    threads_for_ranges(w->workers, w->id_end, 16384, forget_range, &c);
+}
+
+void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
+                        uint64_t *out) {
+    for (size_t s = begin; s < end; s++)
+        if (dest[s] != slot_node[s]) *out++ = (uint64_t)dest[s] << 32 | s;
+}
+
+void tree_group_moves(const uint64_t *moves, uint64_t *tmp, size_t count, uint32_t *arrive_first,
+                      size_t nodes) {
+    uint32_t at = 0;
+    for (size_t n = 0; n < nodes; n++) {
+        uint32_t k = arrive_first[n];
+        arrive_first[n] = at;
+        at += k;
+    }
+    arrive_first[nodes] = at;
+    /* Each node's cursor ends where the next node's run starts, so shifting the cursors by one
+     * node restores the starts. */
+    for (size_t m = 0; m < count; m++) {
+        uint32_t d = (uint32_t)(moves[m] >> 32);
+        if (d != TREE_DEAD) tmp[arrive_first[d]++] = moves[m];
+    }
+    for (size_t n = nodes; n > 0; n--) arrive_first[n] = arrive_first[n - 1];
+    arrive_first[0] = 0;
+}
+
+void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *dest,
+                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves, uint32_t n,
+                    uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last) {
+    int from = t->cur, to = 1 - t->cur;
+    for (uint32_t s = begin; s < end; s++) {
+        uint32_t id = t->sid[from][s];
+        if (dest[s] == TREE_DEAD) {
+            node_of[id] = WORLD_NONE;
+            continue;
+        }
+        if (dest[s] != n) continue;
+        for (int k = 0; k < 3; k++) {
+            t->smin[to][k][dst] = t->smin[from][k][s];
+            t->smax[to][k][dst] = t->smax[from][k][s];
+        }
+        slot_node[dst] = n;
+        t->sid[to][dst++] = id;
+    }
+    for (size_t m = first; m < last; m++) {
+        uint32_t src = (uint32_t)moves[m];
+        bool added = src & TREE_ADDED;
+        uint32_t s = src & ~TREE_ADDED;
+        uint32_t id = added ? w->added[s] : t->sid[from][s];
+        for (int k = 0; k < 3; k++) {
+            t->smin[to][k][dst] = added ? w->min[k][id] : t->smin[from][k][s];
+            t->smax[to][k][dst] = added ? w->max[k][id] : t->smax[from][k][s];
+        }
+        slot_node[dst] = n;
+        t->sid[to][dst++] = id;
+        node_of[id] = n;
+    }
+}
