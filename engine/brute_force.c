@@ -6,6 +6,8 @@
 #include "parallel.h"
 #include "world.h"
 
+#include <math.h>
+
 enum { ROWS_PER_JOB = 32 };
 
 typedef struct brute_ctx {
@@ -27,9 +29,8 @@ static void brute_job(size_t job, int worker, void *p) {
     size_t end = (job + 1) * ROWS_PER_JOB < n ? (job + 1) * ROWS_PER_JOB : n;
     for (size_t i = job * ROWS_PER_JOB; i < end; i++) {
         if (w->kind[i] == OBJECT_FREE) continue;
-        float qmin[3] = {w->min[0][i], w->min[1][i], w->min[2][i]};
-        float qmax[3] = {w->max[0][i], w->max[1][i], w->max[2][i]};
-        size_t h = simd_box_vs_boxes(qmin, qmax, &ctx->boxes, i + 1, n, dims, hits);
+        const world_box *q = &w->box[i];
+        size_t h = simd_box_vs_boxes(q->lo, q->hi, &ctx->boxes, i + 1, n, dims, hits);
         h = world_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
         if (!pairs_writer_reserve(&wr, h)) break;
         for (size_t k = 0; k < h; k++) pairs_writer_push(&wr, (uint32_t)i, hits[k]);
@@ -37,10 +38,31 @@ static void brute_job(size_t job, int worker, void *p) {
     pairs_writer_end(&wr);
 }
 
+/* The boxes as six columns by id with SIMD_PAD sentinels after the last, for the kernels. */
+static bool flatten(broadphase_world *w, simd_boxes *out) {
+    size_t stride = w->id_end + SIMD_PAD;
+    if (!world_grow(w, (void **)&w->flat, &w->flat_capacity, 6 * stride, sizeof(float), 0))
+        return false;
+    for (int k = 0; k < 3; k++) {
+        float *lo = w->flat + (size_t)k * stride, *hi = w->flat + (size_t)(3 + k) * stride;
+        for (size_t i = 0; i < w->id_end; i++) {
+            lo[i] = w->box[i].lo[k];
+            hi[i] = w->box[i].hi[k];
+        }
+        for (size_t i = w->id_end; i < stride; i++) {
+            lo[i] = INFINITY;
+            hi[i] = -INFINITY;
+        }
+        out->min[k] = lo;
+        out->max[k] = hi;
+    }
+    return true;
+}
+
 broadphase_status brute_force_step(broadphase_world *w) {
     double t0 = world_now_ms();
     brute_ctx ctx = {.w = w, .n = w->id_end};
-    world_box_columns(w, &ctx.boxes);
+    if (!flatten(w, &ctx.boxes)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     size_t jobs = (ctx.n + ROWS_PER_JOB - 1) / ROWS_PER_JOB;
     if (!threads_scratch_reserve(&w->scratch, w->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     for (int i = 0; i < w->workers; i++)

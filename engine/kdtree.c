@@ -27,7 +27,7 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over slots */
     NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
-    REFIT_AHEAD = 16,       /* slots the refit fetches ahead of the one it reads */
+    REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
 };
 
@@ -171,8 +171,8 @@ static void write_records(size_t chunk, int worker, void *p) {
     for (size_t i = begin; i < end; i++) {
         if (w->kind[i] == OBJECT_FREE) continue;
         for (int k = 0; k < 3; k++) {
-            r->min[k] = w->min[k][i];
-            r->max[k] = w->max[k][i];
+            r->min[k] = w->box[i].lo[k];
+            r->max[k] = w->box[i].hi[k];
         }
         r->id = (uint32_t)i;
         r->pad = 0;
@@ -504,22 +504,20 @@ static void refit_slots(size_t chunk, int worker, void *p) {
         /* Slots are in tree order and the world's columns in id order: every read below is a
          * cache miss unless fetched ahead. */
         uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
-        for (int k = 0; k < 3; k++) {
-            __builtin_prefetch(&w->min[k][ahead]);
-            __builtin_prefetch(&w->max[k][ahead]);
-        }
+        __builtin_prefetch(&w->box[ahead]);
         uint32_t id = t->slots.sid[b][s];
-        /* Free ids hold the world's sentinels (min = +inf), so the kind column need not be
+        const world_box *box = &w->box[id];
+        /* Free ids hold the world's sentinels (lo = +inf), so the kind column need not be
          * read: one cache line fewer per object. */
-        if (w->min[0][id] == INFINITY) {
+        if (box->lo[0] == INFINITY) {
             t->dest[s] = DEAD;
             movers++;
             continue;
         }
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = t->slots.smin[b][k][s] = w->min[k][id];
-            mx[k] = t->slots.smax[b][k][s] = w->max[k][id];
+            mn[k] = t->slots.smin[b][k][s] = box->lo[k];
+            mx[k] = t->slots.smax[b][k][s] = box->hi[k];
         }
         uint32_t n = t->slot_node[s];
         uint32_t d = n;
@@ -651,8 +649,8 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->min[k][id];
-            mx[k] = w->max[k][id];
+            mn[k] = w->box[id].lo[k];
+            mx[k] = w->box[id].hi[k];
         }
         uint32_t d = rehome(t->nodes, 0, mn, mx, dims);
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
@@ -995,7 +993,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
                 KD_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
             KD_CHECK(w->kind[id] != OBJECT_FREE);
             for (int k = 0; k < dims; k++)
-                KD_CHECK(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
+                KD_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)

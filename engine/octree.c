@@ -46,8 +46,9 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
-    REFIT_AHEAD = 16,       /* slots the refit fetches ahead of the one it reads */
+    REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
+    OWN_NARROW_MIN = 16,    /* more own objects than this are narrowed to a shorter list */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
 };
@@ -64,6 +65,11 @@ typedef struct oc_node {
     uint32_t begin, end, sub_end; /* own objects [begin, end), subtree [begin, sub_end) */
     uint32_t parent;
     uint32_t child[8]; /* NONE when absent; spare children stay linked */
+    /* The region, in world coordinates, of boxes the cell holds, rounded inward to floats: a
+     * box inside it is held (the exact test in grid units would agree), so the refit keeps
+     * such a box in a leaf without converting it to grid units. */
+    float hold_lo[3], hold_hi[3];
+    bool leaf; /* no live children, as of the last step */
     uint8_t level;
     bool spare;        /* kept for reuse, holds nothing, skipped by the search */
     bool split_failed; /* over leaf_size, yet nothing could sink: retried when objects arrive */
@@ -175,6 +181,35 @@ static void to_grid(const octree *t, const float mn[3], const float mx[3], doubl
     for (int k = 0; k < t->dims; k++) {
         umin[k] = ((double)mn[k] - t->origin[k]) * t->scale;
         umax[k] = ((double)mx[k] - t->origin[k]) * t->scale;
+    }
+}
+
+/* The least float x with (x - origin) * scale >= u on axis k (rounded up from the inverse
+ * map, then stepped up while the forward map, which is monotone, still falls short). */
+static float grid_floor_to_float(const octree *t, int k, double u) {
+    float x = (float)(u / t->scale + t->origin[k]);
+    while (((double)x - t->origin[k]) * t->scale < u) x = nextafterf(x, INFINITY);
+    return x;
+}
+
+/* The greatest float x with (x - origin) * scale <= u. */
+static float grid_ceil_to_float(const octree *t, int k, double u) {
+    float x = (float)(u / t->scale + t->origin[k]);
+    while (((double)x - t->origin[k]) * t->scale > u) x = nextafterf(x, -INFINITY);
+    return x;
+}
+
+static void hold_region(const octree *t, oc_node *n) {
+    double size = t->cell_size[n->level], m = t->cell_margin[n->level];
+    for (int k = 0; k < 3; k++) {
+        if (k >= t->dims) {
+            n->hold_lo[k] = -INFINITY;
+            n->hold_hi[k] = INFINITY;
+            continue;
+        }
+        double lo = (double)n->cell[k] * size;
+        n->hold_lo[k] = grid_floor_to_float(t, k, lo - m);
+        n->hold_hi[k] = grid_ceil_to_float(t, k, lo + size + m);
     }
 }
 
@@ -350,8 +385,8 @@ static void count_live(size_t chunk, int worker, void *p) {
         if (w->kind[i] == OBJECT_FREE) continue;
         live++;
         for (int k = 0; k < 3; k++) {
-            lo[k] = w->min[k][i] < lo[k] ? w->min[k][i] : lo[k];
-            hi[k] = w->max[k][i] > hi[k] ? w->max[k][i] : hi[k];
+            lo[k] = w->box[i].lo[k] < lo[k] ? w->box[i].lo[k] : lo[k];
+            hi[k] = w->box[i].hi[k] > hi[k] ? w->box[i].hi[k] : hi[k];
         }
     }
     c->t->chunk_count[chunk] = live;
@@ -371,10 +406,8 @@ static void write_keys(size_t chunk, int worker, void *p) {
     size_t at = t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
         if (w->kind[i] == OBJECT_FREE) continue;
-        float mn[3] = {w->min[0][i], w->min[1][i], w->min[2][i]};
-        float mx[3] = {w->max[0][i], w->max[1][i], w->max[2][i]};
         double umin[3], umax[3];
-        to_grid(t, mn, mx, umin, umax);
+        to_grid(t, w->box[i].lo, w->box[i].hi, umin, umax);
         int level = object_level(t, umin, umax);
         uint32_t cell[3];
         centre_cell(t, level, umin, umax, cell);
@@ -463,15 +496,11 @@ static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     for (size_t i = begin; i < end; i++) {
         uint32_t id = t->vals[i];
         if (i + REFIT_AHEAD < end) {
-            uint32_t ahead = t->vals[i + REFIT_AHEAD];
-            for (int k = 0; k < 3; k++) {
-                __builtin_prefetch(&w->min[k][ahead]);
-                __builtin_prefetch(&w->max[k][ahead]);
-            }
+            __builtin_prefetch(&w->box[t->vals[i + REFIT_AHEAD]]);
         }
         for (int k = 0; k < 3; k++) {
-            t->slots.smin[b][k][i] = w->min[k][id];
-            t->slots.smax[b][k][i] = w->max[k][id];
+            t->slots.smin[b][k][i] = w->box[id].lo[k];
+            t->slots.smax[b][k][i] = w->box[id].hi[k];
         }
         t->slots.sid[b][i] = id;
     }
@@ -498,6 +527,7 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
         }
         memcpy(node->own_lo, lo, sizeof lo);
         memcpy(node->own_hi, hi, sizeof hi);
+        hold_region(t, node);
     }
 }
 
@@ -547,6 +577,7 @@ static void finish(octree *t, uint32_t n) {
         }
     }
     node->sub_end = sub_end;
+    node->leaf = leaf;
     memcpy(node->lo, lo, sizeof lo);
     memcpy(node->hi, hi, sizeof hi);
     if (leaf)
@@ -693,24 +724,30 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     bool escaped = false;
     for (size_t s = begin; s < end; s++) {
         uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
-        for (int k = 0; k < 3; k++) {
-            __builtin_prefetch(&w->min[k][ahead]);
-            __builtin_prefetch(&w->max[k][ahead]);
-        }
+        __builtin_prefetch(&w->box[ahead]);
         uint32_t id = t->slots.sid[b][s];
-        if (w->min[0][id] == INFINITY) { /* removed: free ids hold the sentinels */
+        const world_box *box = &w->box[id];
+        if (box->lo[0] == INFINITY) { /* removed: free ids hold the sentinels */
             t->dest[s] = DEAD;
             movers++;
             continue;
         }
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = t->slots.smin[b][k][s] = w->min[k][id];
-            mx[k] = t->slots.smax[b][k][s] = w->max[k][id];
+            mn[k] = t->slots.smin[b][k][s] = box->lo[k];
+            mx[k] = t->slots.smax[b][k][s] = box->hi[k];
+        }
+        uint32_t n = t->slot_node[s];
+        const oc_node *node = &t->nodes[n];
+        /* The common case: still inside its leaf's region, it stays. */
+        if (node->leaf && mn[0] >= node->hold_lo[0] && mn[1] >= node->hold_lo[1] &&
+            mn[2] >= node->hold_lo[2] && mx[0] <= node->hold_hi[0] && mx[1] <= node->hold_hi[1] &&
+            mx[2] <= node->hold_hi[2]) {
+            t->dest[s] = n;
+            continue;
         }
         double umin[3], umax[3];
         to_grid(t, mn, mx, umin, umax);
-        uint32_t n = t->slot_node[s];
         uint32_t d = rehome(t, n, umin, umax);
         if (d == NONE) {
             escaped = true;
@@ -842,8 +879,8 @@ static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, d
     } else {
         uint32_t id = w->added[ref - t->slots.count];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->min[k][id];
-            mx[k] = w->max[k][id];
+            mn[k] = w->box[id].lo[k];
+            mx[k] = w->box[id].hi[k];
         }
     }
     to_grid(t, mn, mx, umin, umax);
@@ -977,8 +1014,8 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->min[k][id];
-            mx[k] = w->max[k][id];
+            mn[k] = w->box[id].lo[k];
+            mx[k] = w->box[id].hi[k];
         }
         double umin[3], umax[3];
         to_grid(t, mn, mx, umin, umax);
@@ -1116,6 +1153,18 @@ static size_t select_box(const search_ctx *c, tree_worker *k, const simd_boxes *
     return h;
 }
 
+/* The bounds of the list's entries [lb, le). */
+static void list_bounds(const tree_worker *k, size_t lb, size_t le, float lo[3], float hi[3]) {
+    for (int a = 0; a < 3; a++) {
+        lo[a] = INFINITY;
+        hi[a] = -INFINITY;
+        for (size_t i = lb; i < le; i++) {
+            lo[a] = k->lmin[a][i] < lo[a] ? k->lmin[a][i] : lo[a];
+            hi[a] = k->lmax[a][i] > hi[a] ? k->lmax[a][i] : hi[a];
+        }
+    }
+}
+
 static void fail(tree_worker *k, pairs_writer *wr) {
     k->failed = wr->failed = true;
 }
@@ -1151,6 +1200,25 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
     }
     simd_boxes list = tree_worker_list(k);
     size_t own = ohi - olo, len = le - lb;
+    if (own > OWN_NARROW_MIN && len < own) {
+        /* A short list (a neighbour's objects near the shared border, say) reaches few of the
+         * own objects: those it can reach are picked first, with one pass. */
+        if (!tree_worker_reserve(k, le + own + SIMD_PAD, own + SIMD_PAD + 1, false)) {
+            fail(k, wr);
+            return;
+        }
+        float lo_b[3], hi_b[3];
+        list_bounds(k, lb, le, lo_b, hi_b);
+        list = tree_worker_list(k);
+        size_t kept = select_box(c, k, &c->slots, sid, olo, ohi, lo_b, hi_b, le);
+        list = tree_worker_list(k);
+        for (size_t r = lb; r < le && kept > 0;) {
+            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &list, le, le + kept, c->dims,
+                                                 k->rows, k->hits, cap, &r);
+            tree_emit_pairs(c->w, k, wr, k->lid, k->lid, h);
+        }
+        return;
+    }
     if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
         for (size_t r = olo; r < ohi;) {
             size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, ohi, &list, lb, le, c->dims, k->rows,
@@ -1201,6 +1269,30 @@ static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *w
     }
 }
 
+/* Two leaves whose bounds meet: the objects of each that reach the other's bounds, into the
+ * list from `top`, then those against each other. The common case of cross() below. */
+static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, const oc_node *na,
+                         const oc_node *nb, size_t top) {
+    size_t own_a = na->end - na->begin, own_b = nb->end - nb->begin;
+    size_t most = own_a > own_b ? own_a : own_b;
+    if (!tree_worker_reserve(k, top + own_a + own_b + 2 * SIMD_PAD, most + SIMD_PAD + 1, false)) {
+        fail(k, wr);
+        return;
+    }
+    const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
+    size_t ka = select_box(c, k, &c->slots, sid, na->begin, na->end, nb->lo, nb->hi, top);
+    if (ka == 0) return;
+    size_t kb = select_box(c, k, &c->slots, sid, nb->begin, nb->end, na->lo, na->hi, top + ka);
+    if (kb == 0) return;
+    simd_boxes list = tree_worker_list(k);
+    size_t cap = k->hit_capacity + SIMD_PAD;
+    for (size_t r = top; r < top + ka;) {
+        size_t h = simd_boxes_vs_boxes_pairs(&list, r, top + ka, &list, top + ka, top + ka + kb,
+                                             c->dims, k->rows, k->hits, cap, &r);
+        tree_emit_pairs(c->w, k, wr, k->lid, k->lid, h);
+    }
+}
+
 /* Every pair between the disjoint subtrees a and b, using the list from `top`. In a strict
  * octree siblings' objects meet only on a shared face; in a loose one their enlarged cells
  * overlap, so neighbouring subtrees meet often. */
@@ -1211,6 +1303,10 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
     if (!boxes_meet(na, nb, c->dims)) return;
     /* Split the side with children (the larger when both have them); the other is the target. */
     bool a_split = na->sub_end > na->end, b_split = nb->sub_end > nb->end;
+    if (!a_split && !b_split) {
+        cross_leaves(c, k, wr, na, nb, top);
+        return;
+    }
     if (b_split && (!a_split || nb->sub_end - nb->begin > na->sub_end - na->begin)) {
         uint32_t x = a;
         a = b;
@@ -1228,8 +1324,10 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
         size_t kept = select_box(c, k, &c->slots, sid, na->begin, na->end, nb->lo, nb->hi, top);
         list_vs_subtree(c, k, wr, b, top, top + kept);
     }
-    for (int j = 0; j < t->nchild; j++)
-        if (live(t, na->child[j])) cross(c, k, wr, na->child[j], b, top);
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t cj = na->child[j];
+        if (live(t, cj) && boxes_meet(&t->nodes[cj], nb, c->dims)) cross(c, k, wr, cj, b, top);
+    }
 }
 
 static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n,
@@ -1382,7 +1480,7 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         OC_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
         OC_CHECK(w->kind[id] != OBJECT_FREE);
         for (int k = 0; k < dims; k++) {
-            OC_CHECK(mn[k] == w->min[k][id] && mx[k] == w->max[k][id]);
+            OC_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
             OC_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
             OC_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
         }

@@ -116,15 +116,6 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
     return true;
 }
 
-simd_boxes tree_worker_list(const tree_worker *k) {
-    simd_boxes b;
-    for (int a = 0; a < 3; a++) {
-        b.min[a] = k->lmin[a];
-        b.max[a] = k->lmax[a];
-    }
-    return b;
-}
-
 bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
     if (ws->count < w->workers) {
         size_t old = (size_t)ws->count, cap = old;
@@ -281,8 +272,8 @@ void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *de
         uint32_t s = src & ~TREE_ADDED;
         uint32_t id = added ? w->added[s] : t->sid[from][s];
         for (int k = 0; k < 3; k++) {
-            t->smin[to][k][dst] = added ? w->min[k][id] : t->smin[from][k][s];
-            t->smax[to][k][dst] = added ? w->max[k][id] : t->smax[from][k][s];
+            t->smin[to][k][dst] = added ? w->box[id].lo[k] : t->smin[from][k][s];
+            t->smax[to][k][dst] = added ? w->box[id].hi[k] : t->smax[from][k][s];
         }
         slot_node[dst] = n;
         t->sid[to][dst++] = id;

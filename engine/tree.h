@@ -49,8 +49,15 @@ typedef struct tree_worker {
 /* Grows geometrically during the search; `exact` (before it) grows to the need itself, so that
  * workers matching each other's sizes do not keep doubling one another. */
 bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool exact);
-/* The list as the SIMD kernels see it. */
-simd_boxes tree_worker_list(const tree_worker *k);
+/* The list as the SIMD kernels see it (inline: the search asks for it at every node). */
+static inline simd_boxes tree_worker_list(const tree_worker *k) {
+    simd_boxes b;
+    for (int a = 0; a < 3; a++) {
+        b.min[a] = k->lmin[a];
+        b.max[a] = k->lmax[a];
+    }
+    return b;
+}
 
 typedef struct tree_workers {
     tree_worker *at;
