@@ -58,20 +58,23 @@ static int key_depth(int dims) {
     return dims == 3 ? 19 : 29;
 }
 
+/* The search reads the first cache line of every node it visits (bounds, ranges, which
+ * children are live) and the second for the children's indices; the rest is the refit's. */
 typedef struct oc_node {
-    float lo[3], hi[3];           /* bounds of the subtree's objects (+inf / -inf when empty) */
-    float own_lo[3], own_hi[3];   /* bounds of the node's own objects */
-    uint32_t cell[3];             /* cell coordinates at this level */
+    float lo[3], hi[3];           /* bounds of the subtree's objects (+inf / -inf if empty) */
     uint32_t begin, end, sub_end; /* own objects [begin, end), subtree [begin, sub_end) */
+    uint8_t live;                 /* bit j: child j is live and holds objects (last step) */
+    bool leaf;                    /* no live children, as of the last step */
+    uint8_t level;
+    bool spare; /* kept for reuse, holds nothing, skipped by the search */
     uint32_t parent;
-    uint32_t child[8]; /* NONE when absent; spare children stay linked */
+    uint32_t child[8];          /* NONE when absent; spare children stay linked */
+    float own_lo[3], own_hi[3]; /* bounds of the node's own objects */
+    uint32_t cell[3];           /* cell coordinates at this level */
     /* The region, in world coordinates, of boxes the cell holds, rounded inward to floats: a
      * box inside it is held (the exact test in grid units would agree), so the refit keeps
      * such a box in a leaf without converting it to grid units. */
     float hold_lo[3], hold_hi[3];
-    bool leaf; /* no live children, as of the last step */
-    uint8_t level;
-    bool spare;        /* kept for reuse, holds nothing, skipped by the search */
     bool split_failed; /* over leaf_size, yet nothing could sink: retried when objects arrive */
     uint16_t life;     /* steps left, counted on a spare branch's top node */
     uint16_t lifespan; /* doubles each time the branch is reused */
@@ -564,12 +567,14 @@ static void finish(octree *t, uint32_t n) {
     memcpy(lo, node->own_lo, sizeof lo);
     memcpy(hi, node->own_hi, sizeof hi);
     bool leaf = true;
+    uint8_t live = 0;
     for (int j = 0; j < t->nchild; j++) {
         uint32_t c = node->child[j];
         if (c == NONE || t->nodes[c].spare) continue;
         leaf = false;
         finish(t, c);
         const oc_node *cn = &t->nodes[c];
+        if (cn->sub_end > cn->begin) live |= (uint8_t)(1u << j);
         if (cn->sub_end > sub_end) sub_end = cn->sub_end;
         for (int k = 0; k < 3; k++) {
             lo[k] = cn->lo[k] < lo[k] ? cn->lo[k] : lo[k];
@@ -578,6 +583,7 @@ static void finish(octree *t, uint32_t n) {
     }
     node->sub_end = sub_end;
     node->leaf = leaf;
+    node->live = live;
     memcpy(node->lo, lo, sizeof lo);
     memcpy(node->hi, hi, sizeof hi);
     if (leaf)
@@ -1240,10 +1246,6 @@ static bool boxes_meet(const oc_node *a, const oc_node *b, int dims) {
     return true;
 }
 
-static bool live(const octree *t, uint32_t c) {
-    return c != NONE && !t->nodes[c].spare && t->nodes[c].sub_end > t->nodes[c].begin;
-}
-
 /* The list [lb, le) against every object of n's subtree (not the subtree's own pairs). */
 static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t n,
                             size_t lb, size_t le) {
@@ -1261,7 +1263,7 @@ static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *w
                  le);
     for (int j = 0; j < t->nchild; j++) {
         uint32_t ci = node->child[j];
-        if (!live(t, ci)) continue;
+        if (!(node->live >> j & 1)) continue;
         const oc_node *child = &t->nodes[ci];
         simd_boxes list = tree_worker_list(k);
         size_t kept = select_box(c, k, &list, k->lid, lb, le, child->lo, child->hi, le);
@@ -1326,7 +1328,8 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
     }
     for (int j = 0; j < t->nchild; j++) {
         uint32_t cj = na->child[j];
-        if (live(t, cj) && boxes_meet(&t->nodes[cj], nb, c->dims)) cross(c, k, wr, cj, b, top);
+        if ((na->live >> j & 1) && boxes_meet(&t->nodes[cj], nb, c->dims))
+            cross(c, k, wr, cj, b, top);
     }
 }
 
@@ -1343,13 +1346,13 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
     test_own(c, k, wr, node, node->begin, node->end, node->end, node->begin, node->end, lb, le);
     const uint32_t *sid = t->slots.sid[t->slots.cur];
     for (int i = 0; i < t->nchild; i++) {
-        if (!live(t, node->child[i])) continue;
+        if (!(node->live >> i & 1)) continue;
         for (int j = i + 1; j < t->nchild; j++)
-            if (live(t, node->child[j])) cross(c, k, wr, node->child[i], node->child[j], le);
+            if (node->live >> j & 1) cross(c, k, wr, node->child[i], node->child[j], le);
     }
     for (int j = 0; j < t->nchild; j++) {
         uint32_t ci = node->child[j];
-        if (!live(t, ci)) continue;
+        if (!(node->live >> j & 1)) continue;
         const oc_node *child = &t->nodes[ci];
         if (!tree_worker_reserve(k, le + (le - lb) + own + 2 * SIMD_PAD, need + SIMD_PAD + 1,
                                  false)) {
@@ -1428,14 +1431,14 @@ static void collect_jobs(octree *t, uint32_t n, bool write) {
         add_job(t, (oc_job){n, JOB_OWN, lo, hi}, write);
     }
     for (int i = 0; i < t->nchild; i++) {
-        if (!live(t, node->child[i])) continue;
+        if (!(node->live >> i & 1)) continue;
         for (int j = i + 1; j < t->nchild; j++)
-            if (live(t, node->child[j]) &&
+            if ((node->live >> j & 1) &&
                 boxes_meet(&t->nodes[node->child[i]], &t->nodes[node->child[j]], t->dims))
                 add_job(t, (oc_job){n, JOB_CROSS, node->child[i], node->child[j]}, write);
     }
     for (int j = 0; j < t->nchild; j++)
-        if (live(t, node->child[j])) collect_jobs(t, node->child[j], write);
+        if (node->live >> j & 1) collect_jobs(t, node->child[j], write);
 }
 
 static broadphase_status search(broadphase_world *w, octree *t) {

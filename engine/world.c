@@ -358,7 +358,14 @@ static bool spheres_present(const broadphase_world *w, const broadphase_spheres 
  * first failing chunk holds the first bad element, whatever the thread count. */
 enum { BATCH_GRAIN = 32768, BATCH_CHUNKS = 256 };
 
-typedef enum batch_op { CHECK_BOXES, CHECK_SPHERES, WRITE_BOXES, WRITE_SPHERES } batch_op;
+typedef enum batch_op {
+    CHECK_BOXES,
+    CHECK_SPHERES,
+    CHECK_IDS,
+    CHECK_REPEATS,
+    WRITE_BOXES,
+    WRITE_SPHERES
+} batch_op;
 
 typedef struct batch {
     broadphase_world *w;
@@ -376,6 +383,11 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
 static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
                                 const broadphase_spheres *s, size_t begin, size_t end);
 
+static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
+                                         size_t end, size_t *bad);
+static broadphase_status check_repeats_range(broadphase_world *w, const uint32_t *ids, size_t begin,
+                                             size_t end, size_t *bad);
+
 static void batch_chunk(size_t c, int worker, void *p) {
     (void)worker;
     batch *b = p;
@@ -388,6 +400,12 @@ static void batch_chunk(size_t c, int worker, void *p) {
         break;
     case CHECK_SPHERES:
         b->status[c] = check_spheres_range(b->w, b->shapes, begin, end, &b->bad[c]);
+        break;
+    case CHECK_IDS:
+        b->status[c] = check_ids_range(b->w, b->ids, begin, end, &b->bad[c]);
+        break;
+    case CHECK_REPEATS:
+        b->status[c] = check_repeats_range(b->w, b->ids, begin, end, &b->bad[c]);
         break;
     case WRITE_BOXES:
         b->sphere_delta[c] = write_boxes_range(b->w, b->ids, b->shapes, begin, end);
@@ -433,24 +451,54 @@ static broadphase_status check_spheres(broadphase_world *w, size_t count,
     return batch_run(w, CHECK_SPHERES, s, NULL, count, bad);
 }
 
-/* Every id must be live and appear once in the batch. */
+/* Ids are checked in two parallel passes: the first rejects unknown ids and stamps each id
+ * with its position in the batch; the second finds any id whose stamp is not its own position,
+ * which happens exactly when the id appears twice. */
+static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
+                                         size_t end, size_t *bad) {
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = ids[i];
+        if (id >= w->id_end || w->kind[id] == OBJECT_FREE) {
+            *bad = i;
+            return BROADPHASE_ERROR_UNKNOWN_ID;
+        }
+        __atomic_store_n(&w->stamp[id], (uint32_t)i, __ATOMIC_RELAXED);
+    }
+    return BROADPHASE_OK;
+}
+
+static broadphase_status check_repeats_range(broadphase_world *w, const uint32_t *ids, size_t begin,
+                                             size_t end, size_t *bad) {
+    for (size_t i = begin; i < end; i++) {
+        if (__atomic_load_n(&w->stamp[ids[i]], __ATOMIC_RELAXED) != (uint32_t)i) {
+            *bad = SIZE_MAX; /* not necessarily the first: check_ids finds that one */
+            return BROADPHASE_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    return BROADPHASE_OK;
+}
+
+/* Every id must be live and appear once in the batch. Checked over chunks in parallel; when
+ * that finds a fault, again in order, which names the first bad element exactly (an id is bad
+ * at its second appearance). */
 static broadphase_status check_ids(broadphase_world *w, size_t count, const uint32_t *ids,
                                    size_t *bad) {
-    if (++w->epoch == 0) {
-        memset(w->stamp, 0, w->id_end * sizeof(uint32_t));
-        w->epoch = 1;
-    }
+    if (count < UINT32_MAX && batch_run(w, CHECK_IDS, NULL, ids, count, bad) == BROADPHASE_OK &&
+        batch_run(w, CHECK_REPEATS, NULL, ids, count, bad) == BROADPHASE_OK)
+        return BROADPHASE_OK;
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] < w->id_end) w->stamp[ids[i]] = UINT32_MAX;
     for (size_t i = 0; i < count; i++) {
         uint32_t id = ids[i];
         if (id >= w->id_end || w->kind[id] == OBJECT_FREE) {
             *bad = i;
             return BROADPHASE_ERROR_UNKNOWN_ID;
         }
-        if (w->stamp[id] == w->epoch) {
+        if (w->stamp[id] != UINT32_MAX) {
             *bad = i;
             return BROADPHASE_ERROR_INVALID_ARGUMENT;
         }
-        w->stamp[id] = w->epoch;
+        w->stamp[id] = (uint32_t)i;
     }
     return BROADPHASE_OK;
 }

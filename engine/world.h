@@ -38,11 +38,10 @@ struct broadphase_world {
     world_box *box;
     float *center[3], *radius;
     uint8_t *kind;
-    uint32_t *stamp; /* batch stamps, to find ids repeated within one batch */
+    uint32_t *stamp; /* by id: its position in the batch being checked, to find repeated ids */
     void *column_block;
     size_t capacity;
     uint32_t id_end; /* every id ever handed out is below id_end */
-    uint32_t epoch;
     size_t live_count;
     size_t sphere_count;
 
