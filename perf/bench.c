@@ -1,9 +1,11 @@
-/* The C side of the benchmark suite: the table of cases (scene x size x method x update policy x
+/* The C side of the benchmark suite: the table of cases (scene x size x engine x update policy x
  * threads) and the calls that set a case up, step one frame, read its counters and tear it
- * down. bench_shim.cc registers one Google Benchmark per case and declares these functions. */
+ * down. Engines are ours (kdtree, octree, brute) and the peer libraries of perf/peers that CMake
+ * found. bench_shim.cc registers one Google Benchmark per case and declares these functions. */
 #include "bench.h"
 
 #include "broadphase.h"
+#include "peers.h"
 #include "scenes.h"
 
 #include <sched.h>
@@ -16,20 +18,23 @@
 #define BENCH_BRUTE_FORCE_MAX 20000
 #define BENCH_SEED 1
 
+typedef enum bench_engine { BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE, BENCH_PEER } bench_engine;
+
 typedef struct bench_case {
     scene_kind scene;
-    broadphase_method method;
+    bench_engine engine;
+    peer_engine peer; /* when engine == BENCH_PEER */
     broadphase_update_policy update;
     size_t count;
-    int threads; /* 0: all hardware threads */
-    int threads_label;
+    int threads;
     char name[96];
 } bench_case;
 
 typedef struct bench_run {
     const bench_case *c;
     scene s;
-    broadphase_world *w;
+    broadphase_world *w; /* our engines */
+    peer *p;             /* a peer library */
     uint32_t *ids;
     /* Totals since the last bench_reset_totals, for per-frame averages. */
     size_t frames, last_pairs;
@@ -37,8 +42,8 @@ typedef struct bench_run {
     uint64_t rebuilds_at_reset, rebuilds;
 } bench_run;
 
-static bench_case bench_cases[512];
-static size_t bench_cases_count;
+static bench_case *bench_cases;
+static size_t bench_cases_count, bench_cases_capacity;
 
 int bench_hardware_threads(void) {
     /* The affinity mask, like OpenMP's processor count, so that taskset is respected. */
@@ -48,52 +53,130 @@ int bench_hardware_threads(void) {
     return n > 0 ? (int)n : 1;
 }
 
-static void add_case(scene_kind kind, broadphase_method method, broadphase_update_policy update,
-                     size_t count, int threads) {
+static const char *engine_name(const bench_case *c) {
+    static const char *const names[] = {"kdtree", "octree", "brute"};
+    return c->engine == BENCH_PEER ? peer_engine_name(c->peer) : names[c->engine];
+}
+
+static void add_case(scene_kind kind, bench_engine engine, peer_engine which,
+                     broadphase_update_policy update, size_t count, int threads) {
     static const char *const update_names[] = {"auto", "rebuild", "refit"};
-    if (bench_cases_count == sizeof bench_cases / sizeof bench_cases[0]) return;
+    if (bench_cases_count == bench_cases_capacity) {
+        size_t capacity = bench_cases_capacity ? 2 * bench_cases_capacity : 1024;
+        bench_case *grown = realloc(bench_cases, capacity * sizeof *grown);
+        if (!grown) return; /* the table stops growing; the cases so far still run */
+        bench_cases = grown;
+        bench_cases_capacity = capacity;
+    }
     bench_case *c = &bench_cases[bench_cases_count++];
-    c->scene = kind;
-    c->method = method;
-    c->update = update;
-    c->count = count;
-    c->threads = threads;
-    c->threads_label = threads ? threads : bench_hardware_threads();
-    if (method == BROADPHASE_METHOD_BRUTE_FORCE) {
-        snprintf(c->name, sizeof c->name, "step/%s/brute/n:%zu/threads:%d", scene_name(kind), count,
-                 c->threads_label);
-    } else {
+    *c = (bench_case){kind, engine, which, update, count, threads, ""};
+    if (engine == BENCH_KDTREE || engine == BENCH_OCTREE) {
         snprintf(c->name, sizeof c->name, "step/%s/%s/%s/n:%zu/threads:%d", scene_name(kind),
-                 method == BROADPHASE_METHOD_KDTREE ? "kdtree" : "octree", update_names[update],
-                 count, c->threads_label);
+                 engine_name(c), update_names[update], count, threads);
+    } else {
+        snprintf(c->name, sizeof c->name, "step/%s/%s/n:%zu/threads:%d", scene_name(kind),
+                 engine_name(c), count, threads);
     }
 }
 
-/* Every tree method runs the same cases: scenes, sizes, update policies and thread counts, so
- * that step/<scene>/kdtree/... and step/<scene>/octree/... compare one to one. */
-static void build_cases(void) {
-    static const broadphase_method trees[] = {BROADPHASE_METHOD_KDTREE, BROADPHASE_METHOD_OCTREE};
-    static const scene_kind scenes[] = {SCENE_UNIFORM, SCENE_MOVING, SCENE_SPHERES, SCENE_PLANE2D,
-                                        SCENE_MOVING2D};
-    static const size_t counts[] = {10000, 100000, 1000000};
+/* 1, 2, 4, ... up to the hardware thread count, then that count itself if it is not a power of
+ * two; returns how many. */
+static int thread_counts(int out[32]) {
+    int hardware = bench_hardware_threads(), n = 0;
+    for (int t = 1; t <= hardware && n < 31; t *= 2) out[n++] = t;
+    if (out[n - 1] != hardware) out[n++] = hardware;
+    return n;
+}
+
+static bool scene_is_2d(scene_kind kind) {
+    return kind == SCENE_PLANE2D || kind == SCENE_MOVING2D;
+}
+
+/* The largest N at which a peer runs on a scene. Measured on the 2-core development machine (AMD
+ * EPYC, KVM), one peer at a time, single frames (ms per frame; the set-up is not timed):
+ * - bullet-dbvt: every moving object leaves its enlarged leaf every other frame and is
+ *   reinserted, so frames alternate: moving at 1e5 ~500 / 5-60 ms, at 1e6 ~16 s / 0.1-1.5 s;
+ *   static scenes keep their pair cache (uniform 1e6: 80-190 ms). mixed at 1e6 has 83.5 million
+ *   pairs, all of which its set-up would hash. So 1e5 on moving, moving2d and mixed.
+ * - bullet-sap: adding a proxy sorts its edges down from the top of each axis, O(N) per proxy:
+ *   set-up takes ~2 minutes at 1e5 and hours at 1e6; frames at 1e5 take 270 ms on moving and
+ *   40 ms on moving2d, and next to nothing on static scenes (no edge moves). So 1e5 on the
+ *   moving scenes, 1e4 on the static ones (where 1e5 would cost 2 minutes of set-up per case
+ *   to time a frame with nothing to do).
+ * - cgal: 3D at 1e6 2.7-2.9 s (uniform, clustered, moving), 5-10 s on mixed; 2D at 1e6 0.9-1 s.
+ *   So 1e5 in 3D, 1e6 in 2D.
+ * - fcl: 1e6 0.4-0.8 s, except mixed (11-17 s). So 1e6, mixed 1e5.
+ * - box2d: 1e5 0.4-0.5 s, 1e6 27-33 s (one query per proxy in a tree of a million enlarged
+ *   boxes). So 1e5.
+ * dense (4000 objects at most, 6.3 million pairs) runs every peer: 40-500 ms.
+ * Sphere scenes have no peer: the peers here take boxes only, and the spheres' boxes would
+ * report pairs that the sphere test rejects. */
+static size_t peer_max_count(peer_engine which, scene_kind kind) {
+    bool moving = scene_is_moving(kind);
+    switch (which) {
+    case PEER_BULLET_DBVT:
+        return moving || kind == SCENE_MIXED ? 100000 : 1000000;
+    case PEER_BULLET_SAP:
+        return moving ? 100000 : 10000;
+    case PEER_CGAL:
+        return scene_is_2d(kind) ? 1000000 : 100000;
+    case PEER_FCL:
+        return kind == SCENE_MIXED ? 100000 : 1000000;
+    case PEER_BOX2D:
+        return 100000;
+    default:
+        return 0;
+    }
+}
+
+static void add_peer_cases(scene_kind kind, size_t count) {
+    if (kind == SCENE_SPHERES) return;
+    for (int e = 0; e < PEER_ENGINE_COUNT; e++) {
+        peer_engine which = (peer_engine)e;
+        if (!peer_available(which) || !peer_supports(which, scene_is_2d(kind) ? 2 : 3)) continue;
+        if (count > peer_max_count(which, kind)) continue;
+        add_case(kind, BENCH_PEER, which, BROADPHASE_UPDATE_AUTO, count, 1);
+    }
+}
+
+/* Every scene at every size, with every engine: each tree with each update policy at each
+ * thread count (so that step/<scene>/kdtree/... and step/<scene>/octree/... compare one to
+ * one), brute force up to BENCH_BRUTE_FORCE_MAX, then the peers (single-threaded libraries). */
+static void add_scene_cases(scene_kind kind, size_t count, const int *threads, int thread_count) {
+    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
     static const broadphase_update_policy updates[] = {
         BROADPHASE_UPDATE_REBUILD, BROADPHASE_UPDATE_REFIT, BROADPHASE_UPDATE_AUTO};
-    /* One thread, then all of them (0, labelled with the count) unless that is also one. */
-    int thread_options[2] = {1, 0}, thread_option_count = bench_hardware_threads() > 1 ? 2 : 1;
+    for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+        for (size_t u = 0; u < sizeof updates / sizeof updates[0]; u++) {
+            for (int t = 0; t < thread_count; t++) {
+                add_case(kind, trees[m], PEER_ENGINE_COUNT, updates[u], count, threads[t]);
+            }
+        }
+    }
+    if (count <= BENCH_BRUTE_FORCE_MAX) {
+        for (int t = 0; t < thread_count; t++) {
+            add_case(kind, BENCH_BRUTE, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, count,
+                     threads[t]);
+        }
+    }
+    add_peer_cases(kind, count);
+}
+
+/* Sizes go in the outer loop so that a full run does the small cases first. The dense scene
+ * packs every object into a cube of side 2 (almost every pair overlaps) and has its own sizes. */
+static void build_cases(void) {
+    static const scene_kind scenes[] = {SCENE_UNIFORM,  SCENE_CLUSTERED, SCENE_MIXED,
+                                        SCENE_MOVING,   SCENE_SPHERES,   SCENE_PLANE2D,
+                                        SCENE_MOVING2D, SCENE_DENSE};
+    static const size_t counts[] = {1000, 10000, 100000, 1000000};
+    static const size_t dense_counts[] = {1000, 2000, 4000};
+    int threads[32], thread_count = thread_counts(threads);
     for (size_t n = 0; n < sizeof counts / sizeof counts[0]; n++) {
         for (size_t sc = 0; sc < sizeof scenes / sizeof scenes[0]; sc++) {
-            for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
-                for (size_t u = 0; u < sizeof updates / sizeof updates[0]; u++) {
-                    for (int t = 0; t < thread_option_count; t++) {
-                        add_case(scenes[sc], trees[m], updates[u], counts[n], thread_options[t]);
-                    }
-                }
-            }
-            if (counts[n] <= BENCH_BRUTE_FORCE_MAX) {
-                for (int t = 0; t < thread_option_count; t++) {
-                    add_case(scenes[sc], BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO,
-                             counts[n], thread_options[t]);
-                }
+            if (scenes[sc] != SCENE_DENSE) {
+                add_scene_cases(scenes[sc], counts[n], threads, thread_count);
+            } else if (n < sizeof dense_counts / sizeof dense_counts[0]) {
+                add_scene_cases(scenes[sc], dense_counts[n], threads, thread_count);
             }
         }
     }
@@ -113,11 +196,124 @@ size_t bench_case_objects(size_t i) {
 }
 
 int bench_case_threads(size_t i) {
-    return i < bench_case_count() ? bench_cases[i].threads_label : 0;
+    return i < bench_case_count() ? bench_cases[i].threads : 0;
 }
 
 const char *bench_status_string(int status) {
     return broadphase_status_string((broadphase_status)status);
+}
+
+static peer_boxes scene_peer_boxes(const scene *s) {
+    peer_boxes b = {{s->min[0], s->min[1], s->min[2]}, {s->max[0], s->max[1], s->max[2]}};
+    return b;
+}
+
+static broadphase_status world_for_scene(const scene *s, broadphase_method method,
+                                         broadphase_update_policy update, int threads,
+                                         uint32_t *ids, broadphase_world **w_out,
+                                         const char **stage) {
+    broadphase_config cfg = broadphase_config_default(s->dimensions);
+    cfg.method = method;
+    cfg.update = update;
+    cfg.threads = threads;
+    cfg.initial_capacity = s->count;
+    *stage = "broadphase_create";
+    broadphase_status st = broadphase_create(&cfg, w_out);
+    if (st == BROADPHASE_OK) {
+        *stage = "adding the scene";
+        st = (broadphase_status)scene_add_to_world(s, *w_out, ids);
+    }
+    return st;
+}
+
+/* Our engines: the warm-up step builds the structure and grows every buffer to its working
+ * size. */
+static bool setup_ours(bench_run *r, char *error, size_t error_size) {
+    static const broadphase_method methods[] = {
+        [BENCH_KDTREE] = BROADPHASE_METHOD_KDTREE,
+        [BENCH_OCTREE] = BROADPHASE_METHOD_OCTREE,
+        [BENCH_BRUTE] = BROADPHASE_METHOD_BRUTE_FORCE,
+    };
+    const char *stage;
+    broadphase_status st = world_for_scene(&r->s, methods[r->c->engine], r->c->update,
+                                           r->c->threads, r->ids, &r->w, &stage);
+    if (st == BROADPHASE_OK) {
+        stage = "warm-up step";
+        st = broadphase_step(r->w, NULL);
+    }
+    if (st != BROADPHASE_OK) {
+        snprintf(error, error_size, "%s: %s", stage, broadphase_status_string(st));
+        return false;
+    }
+    return true;
+}
+
+/* The first difference between the kd-tree's pairs and a peer's, as a message; false when they
+ * are the same. */
+static bool pairs_differ(const broadphase_pairs *want, const uint64_t *got, size_t got_count,
+                         char *error, size_t error_size) {
+    size_t i = 0, j = 0;
+    while (i < want->count || j < got_count) {
+        uint64_t w =
+            i < want->count ? (uint64_t)want->data[i].a << 32 | want->data[i].b : UINT64_MAX;
+        uint64_t g = j < got_count ? got[j] : UINT64_MAX;
+        if (w == g) {
+            i++;
+            j++;
+            continue;
+        }
+        uint64_t key = w < g ? w : g;
+        snprintf(error, error_size,
+                 "pairs differ from the kd-tree's: (%u, %u) %s (kd-tree %zu pairs, peer %zu)",
+                 (unsigned)(key >> 32), (unsigned)(key & 0xFFFFFFFFu), w < g ? "missing" : "extra",
+                 want->count, got_count);
+        return true;
+    }
+    return false;
+}
+
+/* Checked, not assumed: the peer's pairs after its warm-up frame against the kd-tree's (itself
+ * checked against the oracle by the tests) on the same boxes. */
+static bool check_peer(bench_run *r, char *error, size_t error_size) {
+    broadphase_world *w = NULL;
+    const char *stage;
+    broadphase_pairs want = {0};
+    broadphase_status st = world_for_scene(&r->s, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO,
+                                           0, r->ids, &w, &stage);
+    if (st == BROADPHASE_OK) {
+        stage = "kd-tree step for the check";
+        st = broadphase_step(w, &want);
+    }
+    bool ok = st == BROADPHASE_OK;
+    if (!ok) {
+        snprintf(error, error_size, "%s: %s", stage, broadphase_status_string(st));
+    } else {
+        size_t got_count = 0;
+        const uint64_t *got = peer_sorted_pairs(r->p, &got_count);
+        ok = !pairs_differ(&want, got, got_count, error, error_size);
+    }
+    broadphase_destroy(w);
+    return ok;
+}
+
+static bool setup_peer(bench_run *r, char *error, size_t error_size) {
+    peer_boxes boxes = scene_peer_boxes(&r->s);
+    float lo[3], hi[3];
+    peer_world_bounds(&boxes, r->s.count, r->s.dimensions, r->s.world_size, lo, hi);
+    r->p = peer_create(r->c->peer, r->s.dimensions, r->s.count, &boxes, lo, hi);
+    if (!r->p) {
+        snprintf(error, error_size, "%s: could not create (unavailable or out of memory)",
+                 peer_engine_name(r->c->peer));
+        return false;
+    }
+    long long count = peer_frame(r->p, &boxes);
+    if (count < 0) {
+        snprintf(error, error_size, "%s: warm-up frame ran out of memory",
+                 peer_engine_name(r->c->peer));
+        return false;
+    }
+    r->last_pairs = (size_t)count;
+    return check_peer(r, error, error_size);
 }
 
 bench_run *bench_setup(size_t i, char *error, size_t error_size) {
@@ -137,24 +333,9 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
         bench_teardown(r);
         return NULL;
     }
-    broadphase_config cfg = broadphase_config_default(r->s.dimensions);
-    cfg.method = r->c->method;
-    cfg.update = r->c->update;
-    cfg.threads = r->c->threads;
-    cfg.initial_capacity = r->c->count;
-    broadphase_status st = broadphase_create(&cfg, &r->w);
-    const char *stage = "broadphase_create";
-    if (st == BROADPHASE_OK) {
-        stage = "adding the scene";
-        st = (broadphase_status)scene_add_to_world(&r->s, r->w, r->ids);
-    }
-    /* The warm-up step builds the structure and grows every buffer to its working size. */
-    if (st == BROADPHASE_OK) {
-        stage = "warm-up step";
-        st = broadphase_step(r->w, NULL);
-    }
-    if (st != BROADPHASE_OK) {
-        snprintf(error, error_size, "%s: %s", stage, broadphase_status_string(st));
+    bool ok = r->c->engine == BENCH_PEER ? setup_peer(r, error, error_size)
+                                         : setup_ours(r, error, error_size);
+    if (!ok) {
         bench_teardown(r);
         return NULL;
     }
@@ -170,9 +351,25 @@ void bench_advance(bench_run *r) {
     scene_advance(&r->s);
 }
 
+/* A peer's frame: pushing every box into its structure, updating it and collecting the exact
+ * pairs (peers.h). */
+static int peer_bench_frame(bench_run *r) {
+    peer_boxes boxes = scene_peer_boxes(&r->s);
+    long long count = peer_frame(r->p, &boxes);
+    if (count < 0) return (int)BROADPHASE_ERROR_OUT_OF_MEMORY;
+    peer_times t = peer_last_times(r->p);
+    r->frames++;
+    r->last_pairs = (size_t)count;
+    r->update_ms += t.update_ms;
+    r->search_ms += t.search_ms;
+    r->output_ms += t.output_ms;
+    return (int)BROADPHASE_OK;
+}
+
 /* One frame as a user runs it: push every position (unchanged in static scenes, so the update
  * path still runs), then step. */
 int bench_frame(bench_run *r) {
+    if (r->p) return peer_bench_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
     broadphase_pairs pairs = {0};
     if (st == BROADPHASE_OK) st = broadphase_step(r->w, &pairs);
@@ -189,9 +386,10 @@ int bench_frame(bench_run *r) {
 }
 
 void bench_reset_totals(bench_run *r) {
-    broadphase_stats stats = {0};
     r->frames = 0;
     r->update_ms = r->search_ms = r->output_ms = 0.0;
+    if (r->p) return; /* no rebuild counter; last_pairs stays the last frame's */
+    broadphase_stats stats = {0};
     r->rebuilds_at_reset = broadphase_get_stats(r->w, &stats) == BROADPHASE_OK ? stats.rebuilds : 0;
     r->rebuilds = r->rebuilds_at_reset;
     r->last_pairs = stats.pairs;
@@ -224,6 +422,7 @@ double bench_rebuilds_per_frame(const bench_run *r) {
 void bench_teardown(bench_run *r) {
     if (!r) return;
     broadphase_destroy(r->w);
+    peer_destroy(r->p);
     free(r->ids);
     scene_free(&r->s);
     free(r);

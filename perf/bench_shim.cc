@@ -1,12 +1,14 @@
 // Registers one Google Benchmark per case of bench.c's table and runs them: real time, one
 // iteration per frame, objects per second, and the engine's own phase times as counters. The
-// scene's motion is excluded from the timing; pushing positions into the world is included.
+// scene's motion is excluded from the timing; pushing positions into the world (or into a peer
+// library's structure) is included.
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <string>
 
 #include "broadphase.h"
+#include "peers.h"
 
 #include "bench.h"
 
@@ -67,14 +69,29 @@ void run_case(benchmark::State &state, size_t index) {
     state.counters["threads"] = bench_case_threads(index);
 }
 
+// The peer libraries compiled in, comma-separated, for the JSON context.
+std::string peers_built() {
+    std::string names;
+    for (int e = 0; e < PEER_ENGINE_COUNT; e++) {
+        if (!peer_available(static_cast<peer_engine>(e))) continue;
+        if (!names.empty()) names += ",";
+        names += peer_engine_name(static_cast<peer_engine>(e));
+    }
+    return names.empty() ? "none" : names;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::AddCustomContext("broadphase_simd", broadphase_simd_level());
+#ifdef BROADPHASE_BUILD_INFO
+    benchmark::AddCustomContext("broadphase_build", BROADPHASE_BUILD_INFO);
+#endif
     benchmark::AddCustomContext("broadphase_hardware_threads",
                                 std::to_string(bench_hardware_threads()));
+    benchmark::AddCustomContext("broadphase_peers", peers_built());
     for (size_t i = 0; i < bench_case_count(); i++) {
         benchmark::RegisterBenchmark(bench_case_name(i),
                                      [i](benchmark::State &state) { run_case(state, i); })

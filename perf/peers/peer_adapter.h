@@ -1,0 +1,81 @@
+// What every peer adapter shares: the base class behind the C handle, the boxes of the current
+// frame as an array of structs (copied while the positions are pushed, so that the exact filter
+// reads one cache line per box), the pair keys, the phase clock, and the factories that
+// peers.cc calls for the libraries CMake found.
+#pragma once
+
+#include "peers.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+struct peer_box {
+    float lo[3], hi[3];
+};
+
+struct peer {
+    explicit peer(int dimensions) : dims(dimensions) {}
+    virtual ~peer() = default;
+    peer(const peer &) = delete;
+    peer &operator=(const peer &) = delete;
+
+    // Pushes the positions, updates the structure and fills `keys`, timing the phases.
+    virtual void frame(const peer_boxes &in) = 0;
+
+    int dims;
+    std::vector<peer_box> boxes;
+    std::vector<uint64_t> keys; // unsorted, a < b
+    peer_times times{};
+};
+
+namespace peer_util {
+
+// Box i of the input; z is 0 in 2D, so that a 3D peer sees flat boxes and the 3D test below is
+// the 2D test.
+inline peer_box load(const peer_boxes &in, size_t i, int dims) {
+    peer_box b{{in.min[0][i], in.min[1][i], 0.0f}, {in.max[0][i], in.max[1][i], 0.0f}};
+    if (dims == 3) {
+        b.lo[2] = in.min[2][i];
+        b.hi[2] = in.max[2][i];
+    }
+    return b;
+}
+
+// The contract: closed intervals on every axis, compared in float.
+inline bool overlap(const peer_box &a, const peer_box &b) {
+    return a.lo[0] <= b.hi[0] && b.lo[0] <= a.hi[0] && a.lo[1] <= b.hi[1] && b.lo[1] <= a.hi[1] &&
+           a.lo[2] <= b.hi[2] && b.lo[2] <= a.hi[2];
+}
+
+inline uint64_t key(uint32_t a, uint32_t b) {
+    return a < b ? (uint64_t)a << 32 | b : (uint64_t)b << 32 | a;
+}
+
+// Milliseconds between successive laps.
+class phase_clock {
+  public:
+    phase_clock() : last_(std::chrono::steady_clock::now()) {}
+    double lap() {
+        auto now = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(now - last_).count();
+        last_ = now;
+        return ms;
+    }
+
+  private:
+    std::chrono::steady_clock::time_point last_;
+};
+
+} // namespace peer_util
+
+// One per library, defined only when it was found (see CMakeLists.txt); each returns a peer
+// whose structure holds box i as object i, or throws (std::bad_alloc).
+std::unique_ptr<peer> peer_make_bullet(peer_engine engine, int dims, size_t count,
+                                       const peer_boxes &in, const float world_min[3],
+                                       const float world_max[3]);
+std::unique_ptr<peer> peer_make_cgal(int dims, size_t count, const peer_boxes &in);
+std::unique_ptr<peer> peer_make_fcl(int dims, size_t count, const peer_boxes &in);
+std::unique_ptr<peer> peer_make_box2d(size_t count, const peer_boxes &in);

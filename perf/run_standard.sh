@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs the standard benchmark set of broadphase-bench into one JSON file: every scene (moving,
+# moving2d, mixed, dense, uniform, clustered, spheres, plane2d) at N = 1e3 .. 1e6 (dense at its
+# own 1000 / 2000 / 4000), every engine (our kd-tree and octree with update auto and refit, brute
+# force where the table has it, every peer library built in), at 1 thread and at all of them;
+# 3 repetitions, aggregates only. With --threads-sweep: moving and moving2d at N = 1e6, kd-tree
+# and octree, refit and auto, at every thread count of the table (1, 2, 4, ... and the hardware
+# count).
+#
+# Usage: perf/run_standard.sh [--threads-sweep] [--bench PATH] [OUT.json] [-- BENCH-OPTIONS...]
+#   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep)
+#   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
+#   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
+# Time on the 2-core development machine, estimated from timed subsets of the standard set
+# (378 cases there): about 2.4 s per case up to N = 1e5 and 4 s at 1e6 (peers at 1e6 up to
+# 12 s), plus the set-up of bullet-sap at 1e5 (O(N^2), 2 minutes for each of its two cases):
+# about 25 minutes in all. The sweep: 8 cases per thread count, about 4 s each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=standard
+bench=${BROADPHASE_BENCH:-build/broadphase-bench}
+out=""
+extra=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --threads-sweep) mode=sweep ;;
+    --bench)
+        bench=$2
+        shift
+        ;;
+    --)
+        shift
+        extra=("$@")
+        break
+        ;;
+    -h | --help)
+        awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+        exit 0
+        ;;
+    -*)
+        echo "unknown option $1 (see --help)" >&2
+        exit 2
+        ;;
+    *) out=$1 ;;
+    esac
+    shift
+done
+
+if [ ! -x "$bench" ]; then
+    echo "$bench not found: build it first (cmake --build build) or pass --bench PATH" >&2
+    exit 2
+fi
+
+# The thread counts the table was built with (the highest is the hardware count it saw).
+all_threads=$("$bench" --benchmark_list_tests | sed -n 's|.*/threads:\([0-9]*\).*|\1|p' | sort -un)
+most=$(printf '%s\n' "$all_threads" | tail -n 1)
+
+if [ "$mode" = standard ]; then
+    out=${out:-perf/results/bench-standard.json}
+    engines='((kdtree|octree)/(auto|refit)|brute|bullet-dbvt|bullet-sap|cgal|fcl|box2d)'
+    filter="^step/[^/]+/$engines/n:[0-9]+/threads:(1|$most)/"
+else
+    out=${out:-perf/results/bench-threads.json}
+    filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
+fi
+
+mkdir -p "$(dirname "$out")"
+echo "broadphase-bench: $mode set, threads $(echo $all_threads | tr ' ' ','), into $out" >&2
+exec "$bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out" \
+    --benchmark_out_format=json "${extra[@]}"
