@@ -238,6 +238,16 @@ static void centre_cell(const octree *t, int level, const double umin[3], const 
     }
 }
 
+/* Does node n's cell contain the box's centre? */
+static bool centre_in(const octree *t, const oc_node *n, const double umin[3],
+                      const double umax[3]) {
+    uint32_t cell[3];
+    centre_cell(t, n->level, umin, umax, cell);
+    for (int k = 0; k < t->dims; k++)
+        if (cell[k] != n->cell[k]) return false;
+    return true;
+}
+
 /* Is the level + 1 cell `sub` a child of cell `parent`? In a loose octree a cell holds objects
  * whose centre lies outside it, and those cannot sink into any of its children. */
 static bool is_child_cell(const octree *t, const uint32_t parent[3], const uint32_t sub[3]) {
@@ -296,8 +306,8 @@ static void choose_root(octree *t, const float lo[3], const float hi[3], double 
 static void node_init(oc_node *n, uint32_t parent, int level, const uint32_t cell[3]) {
     memset(n, 0, sizeof *n);
     for (int k = 0; k < 3; k++) {
-        n->lo[k] = n->own_lo[k] = INFINITY;
-        n->hi[k] = n->own_hi[k] = -INFINITY;
+        n->lo[k] = n->own_lo[k] = n->hold_lo[k] = INFINITY; /* no region until set */
+        n->hi[k] = n->own_hi[k] = n->hold_hi[k] = -INFINITY;
         n->cell[k] = cell[k];
     }
     n->parent = parent;
@@ -705,6 +715,12 @@ static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const 
         if (n == 0) return NONE;
         n = nodes[n].parent;
     }
+    /* Up on to the first ancestor whose cell also contains the centre: a loose ancestor holds
+     * objects whose centre has moved into a neighbouring cell, and they could never sink from
+     * there, so that moving objects would drift up the tree, step after step, into nodes that
+     * every descendant tests against. (Unless it leaves the region, an object stays in its
+     * leaf even when its centre has crossed into a neighbour: that costs nothing.) */
+    while (n != 0 && !centre_in(t, &nodes[n], umin, umax)) n = nodes[n].parent;
     for (;;) {
         const oc_node *node = &nodes[n];
         if (node->level >= t->max_level) return n;
@@ -917,6 +933,7 @@ static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, ui
             c = node_new(w, t);
             if (c == NONE) return false;
             node_init(&t->nodes[c], n, level, cell);
+            hold_region(t, &t->nodes[c]);
             t->nodes[n].child[j] = c;
         } else if (t->nodes[c].spare) {
             oc_node *cn = &t->nodes[c];
