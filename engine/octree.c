@@ -51,6 +51,7 @@ enum {
     OWN_NARROW_MIN = 16,    /* more own objects than this are narrowed to a shorter list */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
+    DEFER_SHARE = 64,       /* movers wait while they are at most 1/64 of the objects */
 };
 
 /* Levels the keys can tell apart: 3 * 19 + 5 and 2 * 29 + 5 bits fit in 64. */
@@ -137,7 +138,7 @@ typedef struct octree {
     size_t job_count, job_capacity;
     tree_workers workers;
 
-    bool built, escaped;
+    bool built, escaped, urgent; /* urgent: some object must change node this step */
     double search_end_ms;
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
@@ -743,7 +744,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
-    bool escaped = false;
+    bool escaped = false, urgent = false;
     for (size_t s = begin; s < end; s++) {
         uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
         __builtin_prefetch(&w->box[ahead]);
@@ -752,6 +753,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
         if (box->lo[0] == INFINITY) { /* removed: free ids hold the sentinels */
             t->dest[s] = DEAD;
             movers++;
+            urgent = true;
             continue;
         }
         float mn[3], mx[3];
@@ -777,9 +779,15 @@ static void refit_slots(size_t chunk, int worker, void *p) {
         }
         t->dest[s] = d;
         movers += d != n;
+        /* A mover still inside its node's parent's region can wait (see DEFER_SHARE). */
+        if (d != n) {
+            uint32_t up = node->parent;
+            urgent |= up == NONE || !holds(t, t->nodes[up].level, t->nodes[up].cell, umin, umax);
+        }
     }
     t->chunk_count[chunk] = movers;
     if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
+    if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
 }
 
 static void collect_movers(size_t chunk, int worker, void *p) {
@@ -1029,7 +1037,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         t->ref_capacity = c3;
     }
     tree_ctx c = {w, t};
-    t->escaped = false;
+    t->escaped = t->urgent = false;
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
@@ -1058,6 +1066,19 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         return BROADPHASE_OK;
     }
 
+    /* Moving objects between nodes means laying every slot out anew, however few move. Those
+     * that only drifted into a neighbour's region of the same parent wait in their node (its
+     * measured bounds keep the search exact; they only widen a little) until they are more
+     * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
+    size_t pending = 0;
+    for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
+    if (!t->urgent && w->added_count == 0 && pending <= t->slots.count / DEFER_SHARE) {
+        threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, own_bounds,
+                           &c);
+        measure(t);
+        w->stats.refits++;
+        return BROADPHASE_OK;
+    }
     size_t count = gather_moves(w, t, chunks);
     t->split_count = 0;
     t->redirected_count = 0;
@@ -1496,7 +1517,10 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         float mx[3] = {t->slots.smax[b][0][s], t->slots.smax[b][1][s], t->slots.smax[b][2][s]};
         double umin[3] = {0, 0, 0}, umax[3] = {0, 0, 0};
         to_grid(t, mn, mx, umin, umax);
-        OC_CHECK(holds(t, node->level, node->cell, umin, umax));
+        /* Held by its node, or (a mover waiting, see refit) by the node's parent. */
+        OC_CHECK(holds(t, node->level, node->cell, umin, umax) ||
+                 (node->parent != NONE &&
+                  holds(t, t->nodes[node->parent].level, t->nodes[node->parent].cell, umin, umax)));
         OC_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
         OC_CHECK(w->kind[id] != OBJECT_FREE);
         for (int k = 0; k < dims; k++) {

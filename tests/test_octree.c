@@ -1152,6 +1152,49 @@ static void tuning_moving(int dims) {
     scene_free(&src);
 }
 
+/* Slow drift over many frames: each step a few objects leave their leaf, most only into a
+ * neighbour of the same parent, which the refit lets wait in their node until they are more
+ * than 1/64 of the objects (then it lays the slots out anew). Every frame must still equal
+ * the oracle, on every thread count. */
+static void slow_drift(int dims) {
+    static const variant v[] = {
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 2, 16, 0},
+        {BROADPHASE_UPDATE_AUTO, 1.25f, 1, 0, 0},
+    };
+    scene src;
+    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 6000, 41));
+    scene s;
+    REQUIRE(scene_blank(&s, dims, src.count));
+    bench b;
+    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    for (int f = 0; f < 120; f++) {
+        for (size_t i = 0; i < s.count; i++) {
+            float lo[3], hi[3], c[3], r;
+            scene_object(&src, i, lo, hi, c, &r);
+            put_box(&s, i, lo, hi);
+        }
+        TEST_CONTEXT("%dD slow drift, frame %d", dims, f);
+        if (f == 0)
+            bench_add(&b, &s, 0, s.count);
+        else
+            bench_move(&b, &s, 0, s.count);
+        bench_step(&b, &s, f % 40 == 0, "slow drift");
+        scene_advance(&src);
+    }
+    bench_close(&b);
+    scene_free(&s);
+    scene_free(&src);
+}
+
+TEST(octree_slow_drift) {
+    slow_drift(3);
+}
+
+TEST(quadtree_slow_drift) {
+    slow_drift(2);
+}
+
 TEST(octree_tuning_extremes_moving) {
     tuning_moving(3);
 }
@@ -1223,6 +1266,7 @@ TEST(octree_bad_config) {
 }
 
 TEST_MAIN(TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2d),
+          TEST_ENTRY(octree_slow_drift), TEST_ENTRY(quadtree_slow_drift),
           TEST_ENTRY(octree_objects_larger_than_root),
           TEST_ENTRY(quadtree_objects_larger_than_root), TEST_ENTRY(octree_root_grows_outward),
           TEST_ENTRY(octree_root_grows_drifting), TEST_ENTRY(quadtree_root_grows_outward),
