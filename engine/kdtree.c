@@ -727,11 +727,11 @@ static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, c
         all.max[a] = k->lmax[a];
     }
     size_t first = *le;
-    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, tree_next_up(slab_hi), 0,
+    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, world_next_up(slab_hi), 0,
                                      k->lmin, k->lmax, k->lid, first);
     size_t second = first + below + SIMD_PAD;
     size_t kept = simd_boxes_select(&all, k->lid, first, first + below, c->dims, x,
-                                    tree_next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
+                                    world_next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
     *lb = second;
     *le = second + kept;
     return true;
@@ -814,7 +814,7 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
         float qmin[3] = {k->lmin[0][x], k->lmin[1][x], c->dims == 3 ? k->lmin[2][x] : 0.0f};
         float qmax[3] = {k->lmax[0][x], k->lmax[1][x], c->dims == 3 ? k->lmax[2][x] : 0.0f};
         /* Rounded down: an object whose min is below this ends before the query begins. */
-        float from = tree_next_down(qmin[s] - node->reach);
+        float from = world_next_down(qmin[s] - node->reach);
         uint32_t first = tree_bound(t->slots.smin[b][s], lo, hi, from, false);
         uint32_t last = tree_bound(t->slots.smin[b][s], first, hi, qmax[s], true);
         if (first == last) continue;
@@ -893,7 +893,7 @@ static size_t ancestors_list(const search_ctx *c, tree_worker *k, uint32_t r, bo
             int x = anc->axis;
             if (!(anc->slab_lo < target->cell_hi[x] && anc->slab_hi > target->cell_lo[x])) continue;
             first = tree_bound(smin[s], first, last,
-                               tree_next_down(target->cell_lo[s] - anc->reach), false);
+                               world_next_down(target->cell_lo[s] - anc->reach), false);
             last = tree_bound(smin[s], first, last, target->cell_hi[s], false);
         }
         for (uint32_t i = first; i < last; i++) {

@@ -115,22 +115,6 @@ void tree_copy_node(const broadphase_world *w, tree_slots *s, const uint32_t *de
                     uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves, uint32_t n,
                     uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last);
 
-/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
-static inline float tree_next_down(float x) {
-    if (x == -__builtin_inff()) return x;
-    if (x == 0.0f) return -0x1p-149f;
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = x > 0.0f ? u - 1u : u + 1u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* nextafterf(x, INFINITY) for x not NaN. */
-static inline float tree_next_up(float x) {
-    return -tree_next_down(-x);
-}
-
 /* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
  * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the
  * time. */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
 
@@ -89,6 +90,22 @@ void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
  * All pass at once when the world holds no spheres. `scratch` has room for `count` ids. */
 size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch);
+
+/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
+static inline float world_next_down(float x) {
+    if (x == -__builtin_inff()) return x;
+    if (x == 0.0f) return -0x1p-149f;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = x > 0.0f ? u - 1u : u + 1u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* nextafterf(x, INFINITY) for x not NaN. */
+static inline float world_next_up(float x) {
+    return -world_next_down(-x);
+}
 
 /* Milliseconds on a monotonic clock. */
 double world_now_ms(void);

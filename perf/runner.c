@@ -70,7 +70,7 @@ static void usage(FILE *out) {
             "  --max-depth D         tree depth limit, root = 0 (default: the library's)\n"
             "  --rebuild-threshold X AUTO rebuild factor (default: the library's)\n"
             "  --looseness F         octree cell enlargement, 1 = strict (default: the library's,\n"
-            "                        2); passed to the library as is, which accepts 1..4\n"
+            "                        1.5); passed to the library as is, which accepts 1..4\n"
             "  --check               compare every frame with brute force; exit 1 on a difference\n"
             "  --check-full-limit N  up to N objects the check steps a second, brute-force world\n"
             "                        and compares everything (default %d); above, it samples\n"
