@@ -1111,6 +1111,23 @@ TEST(quadtree_depth_limits) {
     depth_limits(2);
 }
 
+/* Frame f of a moving scene: src's boxes copied into s, added to every world (frame 0) or
+ * moved, then a step compared with the oracle (and the oracle with the naive reference every
+ * `naive_every` frames). */
+static void moving_frame(bench *b, scene *s, const scene *src, int f, int naive_every,
+                         const char *what) {
+    for (size_t i = 0; i < s->count; i++) {
+        float lo[3], hi[3], c[3], r;
+        scene_object(src, i, lo, hi, c, &r);
+        put_box(s, i, lo, hi);
+    }
+    if (f == 0)
+        bench_add(b, s, 0, s->count);
+    else
+        bench_move(b, s, 0, s->count);
+    bench_step(b, s, f % naive_every == 0, what);
+}
+
 /* A moving scene under extreme limits: one object per leaf with one level; one object per leaf
  * as deep as allowed; leaves that never split (the root alone); two levels, strict. */
 static void tuning_moving(int dims) {
@@ -1127,17 +1144,8 @@ static void tuning_moving(int dims) {
     bench b;
     REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
     for (int f = 0; f < 20; f++) {
-        for (size_t i = 0; i < s.count; i++) {
-            float lo[3], hi[3], c[3], r;
-            scene_object(&src, i, lo, hi, c, &r);
-            put_box(&s, i, lo, hi);
-        }
         TEST_CONTEXT("%dD moving, extreme limits, frame %d", dims, f);
-        if (f == 0)
-            bench_add(&b, &s, 0, s.count);
-        else
-            bench_move(&b, &s, 0, s.count);
-        bench_step(&b, &s, f % 5 == 0, "extreme limits");
+        moving_frame(&b, &s, &src, f, 5, "extreme limits");
         for (int i = 0; i < b.count; i++) {
             TEST_CONTEXT("%dD moving, extreme limits, frame %d: %s", dims, f, b.name[i]);
             broadphase_stats st = stats_of(b.w[i]);
@@ -1169,17 +1177,8 @@ static void slow_drift(int dims) {
     bench b;
     REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
     for (int f = 0; f < 120; f++) {
-        for (size_t i = 0; i < s.count; i++) {
-            float lo[3], hi[3], c[3], r;
-            scene_object(&src, i, lo, hi, c, &r);
-            put_box(&s, i, lo, hi);
-        }
         TEST_CONTEXT("%dD slow drift, frame %d", dims, f);
-        if (f == 0)
-            bench_add(&b, &s, 0, s.count);
-        else
-            bench_move(&b, &s, 0, s.count);
-        bench_step(&b, &s, f % 40 == 0, "slow drift");
+        moving_frame(&b, &s, &src, f, 40, "slow drift");
         scene_advance(&src);
     }
     bench_close(&b);
