@@ -68,7 +68,7 @@ typedef struct broadphase_config {
     size_t initial_capacity; /* objects to reserve at creation; default 0 */
     /* Octree: each cell is enlarged by this factor about its centre for holding objects (a
      * loose octree), so that an object sits at the level its size suits instead of above every
-     * cell border it crosses. 1 gives the strict octree. Default 1.5 (measured: see README);
+     * cell border it crosses. 1 gives the strict octree. Default 1.5 (measured: see perf/NOTES.md);
      * range 1..4. */
     float looseness;
 } broadphase_config;
