@@ -742,43 +742,16 @@ static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, c
  * shorter side becomes the rows, since each row costs its width rounded up to 8. */
 static void test_small_own(const search_ctx *c, tree_worker *k, pairs_writer *wr,
                            const kd_node *node, uint32_t lo, uint32_t hi, size_t lb, size_t le) {
-    uint32_t own_end = node->end;
     const kdtree *t = c->t;
     const uint32_t *sid = t->slots.sid[t->slots.cur];
-    size_t cap = k->hit_capacity + SIMD_PAD;
-    for (size_t r = lo; r < hi;) {
-        size_t h = simd_boxes_pairs_within(&c->slots, r, hi, c->dims, k->rows, k->hits, cap, &r);
-        tree_emit_pairs(c->w, k, wr, sid, sid, h);
-    }
-    for (size_t r = lo; r < hi && hi < own_end;) {
-        size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &c->slots, hi, own_end, c->dims,
-                                             k->rows, k->hits, cap, &r);
-        tree_emit_pairs(c->w, k, wr, sid, sid, h);
-    }
+    tree_test_within(c->w, k, wr, &c->slots, sid, lo, hi, c->dims);
+    tree_test_cross(c->w, k, wr, &c->slots, sid, lo, hi, &c->slots, sid, hi, node->end, c->dims);
     if (le <= lb || hi <= lo) return;
     if (!is_leaf(node) && le - lb > LIST_NARROW_MIN &&
         !narrow_list(c, k, wr, node, lo, hi, &lb, &le))
         return;
-    if (le <= lb) return;
-    simd_boxes list;
-    for (int a = 0; a < 3; a++) {
-        list.min[a] = k->lmin[a];
-        list.max[a] = k->lmax[a];
-    }
-    size_t own = hi - lo, len = le - lb;
-    if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
-        for (size_t r = lo; r < hi;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &list, lb, le, c->dims, k->rows,
-                                                 k->hits, cap, &r);
-            tree_emit_pairs(c->w, k, wr, sid, k->lid, h);
-        }
-    } else {
-        for (size_t r = lb; r < le;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &c->slots, lo, hi, c->dims, k->rows,
-                                                 k->hits, cap, &r);
-            tree_emit_pairs(c->w, k, wr, k->lid, sid, h);
-        }
-    }
+    simd_boxes list = tree_worker_list(k);
+    tree_test_cross(c->w, k, wr, &c->slots, sid, lo, hi, &list, k->lid, lb, le, c->dims);
 }
 
 /* Own objects [lo, hi) of `node` against its own objects after them and against the list
@@ -954,58 +927,46 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0);
-    search_ctx c = {w, t, {{0}, {0}}, w->config.dimensions};
-    for (int a = 0; a < 3; a++) {
-        c.slots.min[a] = t->slots.smin[t->slots.cur][a];
-        c.slots.max[a] = t->slots.smax[t->slots.cur][a];
-    }
+    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
     return tree_run_search(w, &t->workers, t->job_count, search_job, &c, &t->search_end_ms);
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
 #ifdef BROADPHASE_DEEP_VALIDATE
-#include <stdio.h>
-/* On in tests whatever NDEBUG says: a broken invariant is a library bug, so stop loudly. */
-#define KD_CHECK(cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: tree invariant broken: %s\n", __FILE__, __LINE__, #cond);      \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 /* Every object inside its node's cell, node ranges nested as laid out, node_of consistent. */
 static void validate(const broadphase_world *w, const kdtree *t) {
     int b = t->slots.cur, dims = w->config.dimensions;
     size_t seen = 0;
     for (uint32_t n = 0; n < t->node_count; n++) {
         const kd_node *node = &t->nodes[n];
-        KD_CHECK(node->begin <= node->end && node->end <= node->sub_end);
-        KD_CHECK(node->sub_end <= t->slots.count);
+        TREE_CHECK(node->begin <= node->end && node->end <= node->sub_end);
+        TREE_CHECK(node->sub_end <= t->slots.count);
         for (uint32_t s = node->begin; s < node->end; s++) {
             uint32_t id = t->slots.sid[b][s];
             float mn[3] = {t->slots.smin[b][0][s], t->slots.smin[b][1][s], t->slots.smin[b][2][s]};
             float mx[3] = {t->slots.smax[b][0][s], t->slots.smax[b][1][s], t->slots.smax[b][2][s]};
-            KD_CHECK(in_cell(node, mn, mx, dims));
-            KD_CHECK(t->node_of[id] == n);
-            KD_CHECK(t->slot_node[s] == n);
+            TREE_CHECK(in_cell(node, mn, mx, dims));
+            TREE_CHECK(t->node_of[id] == n);
+            TREE_CHECK(t->slot_node[s] == n);
             if (node->sweep != NO_SWEEP && !is_leaf(node))
-                KD_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
-            KD_CHECK(w->kind[id] != OBJECT_FREE);
+                TREE_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
+            TREE_CHECK(w->kind[id] != OBJECT_FREE);
             for (int k = 0; k < dims; k++)
-                KD_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
+                TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)
-                KD_CHECK(t->slots.smin[b][node->sweep][s - 1] <= t->slots.smin[b][node->sweep][s]);
+                TREE_CHECK(t->slots.smin[b][node->sweep][s - 1] <=
+                           t->slots.smin[b][node->sweep][s]);
         seen += node->end - node->begin;
         for (int s = 0; s < 2; s++) {
             if (node->child[s] == NONE) continue;
             const kd_node *c = &t->nodes[node->child[s]];
-            KD_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
+            TREE_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
         }
     }
-    KD_CHECK(seen == t->slots.count && seen == w->live_count);
+    TREE_CHECK(seen == t->slots.count && seen == w->live_count);
 }
 #endif
 
@@ -1043,10 +1004,7 @@ broadphase_status kdtree_step(broadphase_world *w) {
 #endif
     double t1 = world_now_ms();
     s = search(w, t);
-    w->stats.update_ms = t1 - t0;
-    w->stats.search_ms = t->search_end_ms - t1;
-    w->stats.output_ms = world_now_ms() - t->search_end_ms;
-    w->stats.quality = (float)((double)t->cost / (double)(t->slots.count ? t->slots.count : 1));
+    tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
     return s;
 }
 

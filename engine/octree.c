@@ -48,7 +48,6 @@ enum {
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
-    OWN_NARROW_MIN = 16,    /* more own objects than this are narrowed to a shorter list */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
     DEFER_SHARE = 64,       /* movers wait while they are at most 1/64 of the objects */
@@ -1197,18 +1196,6 @@ static size_t select_box(const search_ctx *c, tree_worker *k, const simd_boxes *
     return h;
 }
 
-/* The bounds of the list's entries [lb, le). */
-static void list_bounds(const tree_worker *k, size_t lb, size_t le, float lo[3], float hi[3]) {
-    for (int a = 0; a < 3; a++) {
-        lo[a] = INFINITY;
-        hi[a] = -INFINITY;
-        for (size_t i = lb; i < le; i++) {
-            lo[a] = k->lmin[a][i] < lo[a] ? k->lmin[a][i] : lo[a];
-            hi[a] = k->lmax[a][i] > hi[a] ? k->lmax[a][i] : hi[a];
-        }
-    }
-}
-
 static void fail(tree_worker *k, pairs_writer *wr) {
     k->failed = wr->failed = true;
 }
@@ -1220,16 +1207,8 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
                      uint32_t lo, uint32_t hi, uint32_t rest_end, uint32_t olo, uint32_t ohi,
                      size_t lb, size_t le) {
     const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
-    size_t cap = k->hit_capacity + SIMD_PAD;
-    for (size_t r = lo; r < hi;) {
-        size_t h = simd_boxes_pairs_within(&c->slots, r, hi, c->dims, k->rows, k->hits, cap, &r);
-        tree_emit_pairs(c->w, k, wr, sid, sid, h);
-    }
-    for (size_t r = lo; r < hi && hi < rest_end;) {
-        size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, hi, &c->slots, hi, rest_end, c->dims,
-                                             k->rows, k->hits, cap, &r);
-        tree_emit_pairs(c->w, k, wr, sid, sid, h);
-    }
+    tree_test_within(c->w, k, wr, &c->slots, sid, lo, hi, c->dims);
+    tree_test_cross(c->w, k, wr, &c->slots, sid, lo, hi, &c->slots, sid, hi, rest_end, c->dims);
     if (le <= lb || ohi <= olo) return;
     if (le - lb > LIST_NARROW_MIN && node->sub_end > node->end) {
         if (!tree_worker_reserve(k, le + (le - lb) + SIMD_PAD, 0, false)) {
@@ -1240,42 +1219,9 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
         size_t kept = select_box(c, k, &list, k->lid, lb, le, node->own_lo, node->own_hi, le);
         lb = le;
         le = lb + kept;
-        if (le <= lb) return;
     }
     simd_boxes list = tree_worker_list(k);
-    size_t own = ohi - olo, len = le - lb;
-    if (own > OWN_NARROW_MIN && len < own) {
-        /* A short list (a neighbour's objects near the shared border, say) reaches few of the
-         * own objects: those it can reach are picked first, with one pass. */
-        if (!tree_worker_reserve(k, le + own + SIMD_PAD, own + SIMD_PAD + 1, false)) {
-            fail(k, wr);
-            return;
-        }
-        float lo_b[3], hi_b[3];
-        list_bounds(k, lb, le, lo_b, hi_b);
-        list = tree_worker_list(k);
-        size_t kept = select_box(c, k, &c->slots, sid, olo, ohi, lo_b, hi_b, le);
-        list = tree_worker_list(k);
-        for (size_t r = lb; r < le && kept > 0;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &list, le, le + kept, c->dims,
-                                                 k->rows, k->hits, cap, &r);
-            tree_emit_pairs(c->w, k, wr, k->lid, k->lid, h);
-        }
-        return;
-    }
-    if (own * ((len + 7) / 8) <= len * ((own + 7) / 8)) {
-        for (size_t r = olo; r < ohi;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&c->slots, r, ohi, &list, lb, le, c->dims, k->rows,
-                                                 k->hits, cap, &r);
-            tree_emit_pairs(c->w, k, wr, sid, k->lid, h);
-        }
-    } else {
-        for (size_t r = lb; r < le;) {
-            size_t h = simd_boxes_vs_boxes_pairs(&list, r, le, &c->slots, olo, ohi, c->dims,
-                                                 k->rows, k->hits, cap, &r);
-            tree_emit_pairs(c->w, k, wr, k->lid, sid, h);
-        }
-    }
+    tree_test_cross(c->w, k, wr, &c->slots, sid, olo, ohi, &list, k->lid, lb, le, c->dims);
 }
 
 static bool boxes_meet(const oc_node *a, const oc_node *b, int dims) {
@@ -1325,12 +1271,8 @@ static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, 
     size_t kb = select_box(c, k, &c->slots, sid, nb->begin, nb->end, na->lo, na->hi, top + ka);
     if (kb == 0) return;
     simd_boxes list = tree_worker_list(k);
-    size_t cap = k->hit_capacity + SIMD_PAD;
-    for (size_t r = top; r < top + ka;) {
-        size_t h = simd_boxes_vs_boxes_pairs(&list, r, top + ka, &list, top + ka, top + ka + kb,
-                                             c->dims, k->rows, k->hits, cap, &r);
-        tree_emit_pairs(c->w, k, wr, k->lid, k->lid, h);
-    }
+    tree_test_cross(c->w, k, wr, &list, k->lid, top, top + ka, &list, k->lid, top + ka,
+                    top + ka + kb, c->dims);
 }
 
 /* Every pair between the disjoint subtrees a and b, using the list from `top`. In a strict
@@ -1495,21 +1437,12 @@ static broadphase_status search(broadphase_world *w, octree *t) {
 /* ---- the step ------------------------------------------------------------------------------- */
 
 #ifdef BROADPHASE_DEEP_VALIDATE
-#include <stdio.h>
-#define OC_CHECK(cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: octree invariant broken: %s\n", __FILE__, __LINE__, #cond);    \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t n) {
     const oc_node *node = &t->nodes[n];
     int b = t->slots.cur, dims = t->dims;
-    OC_CHECK(!node->spare);
-    OC_CHECK(node->begin <= node->end && node->end <= node->sub_end);
-    OC_CHECK(node->sub_end <= t->slots.count);
+    TREE_CHECK(!node->spare);
+    TREE_CHECK(node->begin <= node->end && node->end <= node->sub_end);
+    TREE_CHECK(node->sub_end <= t->slots.count);
     size_t seen = node->end - node->begin;
     for (uint32_t s = node->begin; s < node->end; s++) {
         uint32_t id = t->slots.sid[b][s];
@@ -1518,15 +1451,15 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         double umin[3] = {0, 0, 0}, umax[3] = {0, 0, 0};
         to_grid(t, mn, mx, umin, umax);
         /* Held by its node, or (a mover waiting, see refit) by the node's parent. */
-        OC_CHECK(holds(t, node->level, node->cell, umin, umax) ||
-                 (node->parent != NONE &&
-                  holds(t, t->nodes[node->parent].level, t->nodes[node->parent].cell, umin, umax)));
-        OC_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
-        OC_CHECK(w->kind[id] != OBJECT_FREE);
+        TREE_CHECK(holds(t, node->level, node->cell, umin, umax) ||
+                   (node->parent != NONE && holds(t, t->nodes[node->parent].level,
+                                                  t->nodes[node->parent].cell, umin, umax)));
+        TREE_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
+        TREE_CHECK(w->kind[id] != OBJECT_FREE);
         for (int k = 0; k < dims; k++) {
-            OC_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
-            OC_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
-            OC_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
+            TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
+            TREE_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
+            TREE_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
         }
     }
     uint32_t at = node->end;
@@ -1534,23 +1467,23 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         uint32_t c = node->child[j];
         if (c == NONE) continue;
         const oc_node *cn = &t->nodes[c];
-        OC_CHECK(cn->parent == n && cn->level == node->level + 1);
-        for (int k = 0; k < dims; k++) OC_CHECK(cn->cell[k] >> 1 == node->cell[k]);
-        OC_CHECK(child_slot(t, cn->cell) == j);
+        TREE_CHECK(cn->parent == n && cn->level == node->level + 1);
+        for (int k = 0; k < dims; k++) TREE_CHECK(cn->cell[k] >> 1 == node->cell[k]);
+        TREE_CHECK(child_slot(t, cn->cell) == j);
         if (cn->spare) continue;
-        OC_CHECK(cn->begin == at);
+        TREE_CHECK(cn->begin == at);
         at = cn->sub_end;
         seen += validate_node(w, t, c);
         for (int k = 0; k < dims; k++)
-            OC_CHECK(cn->lo[k] >= node->lo[k] && cn->hi[k] <= node->hi[k]);
+            TREE_CHECK(cn->lo[k] >= node->lo[k] && cn->hi[k] <= node->hi[k]);
     }
-    OC_CHECK(at == node->sub_end);
+    TREE_CHECK(at == node->sub_end);
     return seen;
 }
 
 static void validate(const broadphase_world *w, const octree *t) {
-    OC_CHECK(validate_node(w, t, 0) == t->slots.count);
-    OC_CHECK(t->slots.count == w->live_count);
+    TREE_CHECK(validate_node(w, t, 0) == t->slots.count);
+    TREE_CHECK(t->slots.count == w->live_count);
 }
 #endif
 
@@ -1589,10 +1522,7 @@ broadphase_status octree_step(broadphase_world *w) {
 #endif
     double t1 = world_now_ms();
     s = search(w, t);
-    w->stats.update_ms = t1 - t0;
-    w->stats.search_ms = t->search_end_ms - t1;
-    w->stats.output_ms = world_now_ms() - t->search_end_ms;
-    w->stats.quality = (float)((double)t->cost / (double)(t->slots.count ? t->slots.count : 1));
+    tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
     return s;
 }
 

@@ -180,6 +180,41 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
     }
 }
 
+void tree_test_within(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                      const simd_boxes *boxes, const uint32_t *id, size_t lo, size_t hi, int dims) {
+    size_t cap = k->hit_capacity + SIMD_PAD;
+    for (size_t r = lo; r < hi;) {
+        size_t h = simd_boxes_pairs_within(boxes, r, hi, dims, k->rows, k->hits, cap, &r);
+        tree_emit_pairs(w, k, wr, id, id, h);
+    }
+}
+
+void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                     const simd_boxes *a, const uint32_t *a_id, size_t a_lo, size_t a_hi,
+                     const simd_boxes *b, const uint32_t *b_id, size_t b_lo, size_t b_hi,
+                     int dims) {
+    if (a_hi <= a_lo || b_hi <= b_lo) return;
+    size_t na = a_hi - a_lo, nb = b_hi - b_lo;
+    if (na * ((nb + 7) / 8) > nb * ((na + 7) / 8)) {
+        tree_test_cross(w, k, wr, b, b_id, b_lo, b_hi, a, a_id, a_lo, a_hi, dims);
+        return;
+    }
+    size_t cap = k->hit_capacity + SIMD_PAD;
+    for (size_t r = a_lo; r < a_hi;) {
+        size_t h =
+            simd_boxes_vs_boxes_pairs(a, r, a_hi, b, b_lo, b_hi, dims, k->rows, k->hits, cap, &r);
+        tree_emit_pairs(w, k, wr, a_id, b_id, h);
+    }
+}
+
+void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
+                     size_t objects) {
+    w->stats.update_ms = t1 - t0;
+    w->stats.search_ms = search_end_ms - t1;
+    w->stats.output_ms = world_now_ms() - search_end_ms;
+    w->stats.quality = (float)((double)cost / (double)(objects ? objects : 1));
+}
+
 broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t job_count,
                                   void (*job)(size_t, int, void *), void *ctx,
                                   double *search_end_ms) {

@@ -80,6 +80,35 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
 void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h);
 
+/* Every overlapping pair among entries [lo, hi) of `boxes` (ids by position in `id`), through
+ * the exact filter. */
+void tree_test_within(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                      const simd_boxes *boxes, const uint32_t *id, size_t lo, size_t hi, int dims);
+/* Every overlapping pair between entries [a_lo, a_hi) of `a` and [b_lo, b_hi) of `b`; the side
+ * that needs fewer 8-wide chunks per row is walked as the columns. */
+void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+                     const simd_boxes *a, const uint32_t *a_id, size_t a_lo, size_t a_hi,
+                     const simd_boxes *b, const uint32_t *b_id, size_t b_lo, size_t b_hi, int dims);
+
+/* After a tree method's search: the step's phase times (t0 start, t1 end of the update) and the
+ * tree's cost figure per object. */
+void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
+                     size_t objects);
+
+#ifdef BROADPHASE_DEEP_VALIDATE
+#include <stdio.h>
+#include <stdlib.h>
+/* Deep validation, on in tests whatever NDEBUG says: a broken invariant is a library bug, so
+ * stop loudly. */
+#define TREE_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: tree invariant broken: %s\n", __FILE__, __LINE__, #cond);      \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+#endif
+
 /* Runs job(j, worker, ctx) for every job into the pair pool, again with a larger pool while it
  * overflows, then sorts and publishes the pairs. *search_end_ms gets the time the last search
  * pass ended. */
