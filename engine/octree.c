@@ -889,7 +889,9 @@ static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
                 make_spare(t, node->child[j]);
         live_children = false;
     }
-    if (t->own_count[n] > leaf_size && node->level < t->max_level &&
+    /* A crowded node splits; so does an internal node that objects arrived in, so that those
+     * whose child cell is absent or spare sink into it instead of staying up here. */
+    if ((t->own_count[n] > leaf_size || live_children) && node->level < t->max_level &&
         (t->arrivals[n] > 0 || (!live_children && !node->split_failed)))
         t->splits[t->split_count++] = n;
     return total;
