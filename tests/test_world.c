@@ -908,6 +908,67 @@ TEST(bad_input_unknown_id) {
     broadphase_destroy(fx.w);
 }
 
+/* Batches large enough to be checked in parallel chunks (the world cuts them at 32768): an id
+ * repeated across chunks, or within a later chunk, or after an unknown one, is named at its
+ * first bad position whatever the thread count, and nothing changes. */
+TEST(bad_input_large_batches) {
+    enum { N = 150000 };
+    float *col = malloc(6 * N * sizeof *col);
+    uint32_t *ids = malloc(N * sizeof *ids), *batch = malloc(N * sizeof *batch);
+    REQUIRE(col && ids && batch);
+    for (size_t i = 0; i < N; i++) {
+        for (int k = 0; k < 3; k++) {
+            col[k * N + i] = (float)i * 4.0f + (float)k;
+            col[(3 + k) * N + i] = (float)i * 4.0f + (float)k + 5.0f; /* meets the next */
+        }
+    }
+    broadphase_boxes b = {col, col + N, col + 2 * N, col + 3 * N, col + 4 * N, col + 5 * N};
+    static const int threads[] = {1, 4};
+    for (int t = 0; t < 2; t++) {
+        broadphase_config cfg = broadphase_config_default(3);
+        cfg.threads = threads[t];
+        broadphase_world *w = NULL;
+        REQUIRE(broadphase_create(&cfg, &w) == BROADPHASE_OK);
+        REQUIRE(broadphase_add_boxes(w, N, &b, ids) == BROADPHASE_OK);
+        broadphase_pairs before;
+        REQUIRE(broadphase_step(w, &before) == BROADPHASE_OK);
+        size_t pairs_before = before.count;
+        CHECK_EQ_INT(pairs_before, N - 1);
+        /* {position, what it holds, expected status, expected index} */
+        static const struct {
+            size_t at, value, at2, value2;
+            broadphase_status want;
+            size_t bad;
+        } cases[] = {
+            {140000, 10, 0, 0, BROADPHASE_ERROR_INVALID_ARGUMENT, 140000},     /* across chunks */
+            {100001, 100000, 0, 0, BROADPHASE_ERROR_INVALID_ARGUMENT, 100001}, /* one chunk */
+            {120000, 5, 90000, 7, BROADPHASE_ERROR_INVALID_ARGUMENT, 90000},   /* two repeats */
+            {130000, 3, 110000, N + 9, BROADPHASE_ERROR_UNKNOWN_ID, 110000},   /* unknown first */
+            {70000, N + 9, 140000, 1, BROADPHASE_ERROR_UNKNOWN_ID, 70000},     /* before a repeat */
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            TEST_CONTEXT("threads %d case %zu", threads[t], c);
+            memcpy(batch, ids, N * sizeof *batch);
+            batch[cases[c].at] = (uint32_t)cases[c].value;
+            if (cases[c].at2) batch[cases[c].at2] = (uint32_t)cases[c].value2;
+            CHECK_EQ_INT(broadphase_move_boxes(w, N, batch, &b), cases[c].want);
+            CHECK_EQ_INT(broadphase_last_error_index(w), cases[c].bad);
+            CHECK_EQ_INT(broadphase_remove(w, N, batch), cases[c].want);
+            CHECK_EQ_INT(broadphase_last_error_index(w), cases[c].bad);
+            CHECK_EQ_INT(broadphase_object_count(w), N);
+        }
+        /* The same batch without faults goes through, and the world is as it was. */
+        CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &b), BROADPHASE_OK);
+        broadphase_pairs after;
+        CHECK_EQ_INT(broadphase_step(w, &after), BROADPHASE_OK);
+        CHECK_EQ_INT(after.count, pairs_before);
+        broadphase_destroy(w);
+    }
+    free(col);
+    free(ids);
+    free(batch);
+}
+
 TEST(bad_input_repeated_id) {
     fixture fx;
     REQUIRE(fixture_init(&fx));
@@ -1546,7 +1607,7 @@ TEST_MAIN(TEST_ENTRY(config_defaults), TEST_ENTRY(config_rejects_invalid),
           TEST_ENTRY(bad_input_nonfinite_boxes), TEST_ENTRY(bad_input_nonfinite_spheres),
           TEST_ENTRY(bad_input_inverted_box), TEST_ENTRY(bad_input_negative_radius),
           TEST_ENTRY(bad_input_unknown_id), TEST_ENTRY(bad_input_repeated_id),
-          TEST_ENTRY(bad_input_first_bad_element_named),
+          TEST_ENTRY(bad_input_large_batches), TEST_ENTRY(bad_input_first_bad_element_named),
           TEST_ENTRY(bad_input_move_names_first_bad_element),
           TEST_ENTRY(last_error_index_cleared_on_success), TEST_ENTRY(two_d_z_arrays_optional),
           TEST_ENTRY(overlap_touching_boxes), TEST_ENTRY(overlap_point_boxes),
