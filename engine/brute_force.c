@@ -32,7 +32,6 @@ static void brute_job(size_t job, int worker, void *p) {
         const world_box *q = &w->box[i];
         size_t h = simd_box_vs_boxes(q->lo, q->hi, &ctx->boxes, i + 1, n, dims, hits);
         h = world_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
-        if (!pairs_writer_reserve(&wr, h)) break;
         for (size_t k = 0; k < h; k++) pairs_writer_push(&wr, (uint32_t)i, hits[k]);
     }
     pairs_writer_end(&wr);

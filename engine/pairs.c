@@ -1,12 +1,22 @@
-/* Pair output: a block pool filled by the jobs, compacted, radix-sorted by (a, b) and published
- * as the world's pair array. Nothing here allocates once the pool and arrays have reached the
- * size the scene needs. */
+/* Pair output: keys emitted into buckets by their top bits during the search, then each bucket
+ * sorted by one worker in cache and written to the published array. Nothing here allocates once
+ * the pool and arrays have reached the size the scene needs. */
 #include "pairs.h"
 
 #include "parallel.h"
 #include "world.h"
 
 #include <string.h>
+
+enum {
+    BUCKET_TARGET = 1 << 16, /* keys per bucket the bucket count aims at */
+    BUCKET_MIN = 1 << 12,    /* fewer keys than this: no more buckets for load balance */
+    BLOCK_BITS_MIN = 7,      /* blocks of 128 to 4096 keys */
+    BLOCK_BITS_MAX = 12,
+    DIGIT_MAX = 11,      /* bits per radix pass within a bucket */
+    PASSES_MAX = 6,      /* 64 bits in passes of DIGIT_MAX */
+    SMALL_BIG = 1 << 16, /* buckets up to this many keys are always one worker's */
+};
 
 static int bits_for(uint32_t id_end) {
     int bits = 1;
@@ -16,117 +26,277 @@ static int bits_for(uint32_t id_end) {
 
 bool pairs_prepare(broadphase_world *w, bool grow) {
     pairs_state *ps = &w->pairs;
-    /* Room for the last step's pairs plus a quarter, plus two partly filled blocks per worker. */
-    size_t blocks = (ps->count + ps->count / 4) / PAIRS_BLOCK + 2 * (size_t)w->workers + 4;
-    if (grow) blocks = 2 * ps->pool_blocks > blocks ? 2 * ps->pool_blocks : blocks;
-    if (blocks > ps->pool_blocks) {
-        if (!world_grow(w, (void **)&ps->pool, &ps->pool_capacity, blocks * PAIRS_BLOCK,
-                        sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&ps->block_fill, &ps->fill_capacity, blocks, sizeof(uint32_t),
-                        0) ||
-            !world_grow(w, (void **)&ps->block_offset, &ps->offset_capacity, blocks + 1,
-                        sizeof(size_t), 0))
-            return false;
-        size_t usable = ps->pool_capacity / PAIRS_BLOCK;
-        if (usable > ps->fill_capacity) usable = ps->fill_capacity;
-        if (usable > ps->offset_capacity - 1) usable = ps->offset_capacity - 1;
-        ps->pool_blocks = usable;
+    size_t workers = (size_t)w->workers;
+    ps->shift = bits_for(w->id_end);
+    /* Expect the last step's pairs; after an overflow, what the overflowing search claimed. */
+    size_t expect = ps->count;
+    size_t claimed = ps->next_block << ps->block_bits;
+    if (grow && claimed > expect) expect = claimed;
+    /* The layout is chosen again only when the expected count has doubled or halved since it
+     * was last chosen (or the workers changed), so that a count that wobbles keeps it, and with
+     * it the arrays' sizes. */
+    if (!ps->laid_out || expect > 2 * ps->layout_expect || 2 * expect < ps->layout_expect ||
+        ps->workers != (int)workers || ps->layout_shift != ps->shift) {
+        /* Buckets of about BUCKET_TARGET keys, and four per worker while they stay large enough
+         * to be worth a worker's visit. */
+        int max_bits = ps->shift < PAIRS_BUCKET_BITS ? ps->shift : PAIRS_BUCKET_BITS;
+        int bits = 0;
+        while (bits < max_bits && expect >> bits > BUCKET_TARGET) bits++;
+        while (bits < max_bits && ((size_t)1 << bits) < 4 * workers &&
+               expect >> (bits + 1) >= BUCKET_MIN)
+            bits++;
+        /* Blocks as long as possible (the search writes each as one stream) while the partly
+         * filled ones, one per worker and bucket, stay within half the pairs. */
+        int block_bits = BLOCK_BITS_MAX;
+        while (block_bits > BLOCK_BITS_MIN && (workers << bits << (block_bits + 1)) > expect)
+            block_bits--;
+        ps->bucket_bits = bits;
+        ps->block_bits = block_bits;
+        ps->layout_expect = expect;
+        ps->layout_shift = ps->shift;
+        ps->laid_out = true;
     }
-    if (!world_grow(w, (void **)&ps->lanes, &ps->lane_capacity, (size_t)w->workers,
-                    sizeof(pairs_lane), 0))
+    int bits = ps->bucket_bits, block_bits = ps->block_bits;
+    size_t buckets = (size_t)1 << bits;
+    /* Room for the expected pairs plus a quarter, plus a partly filled block per worker and
+     * bucket, plus a sink block per worker. */
+    size_t blocks = ((expect + expect / 4) >> block_bits) + workers * buckets + 4;
+    /* Each worker's cursors on cache lines of their own: they are written on every push. */
+    size_t row = (buckets + 7) & ~(size_t)7;
+    ps->cursor_row = row;
+    if (!world_grow(w, (void **)&ps->pool, &ps->pool_capacity, (blocks + workers) << block_bits,
+                    sizeof(uint64_t), 0) ||
+        !world_grow(w, (void **)&ps->block_bucket, &ps->block_bucket_capacity, blocks + workers,
+                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&ps->block_fill, &ps->block_fill_capacity, blocks + workers,
+                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
+                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&ps->lanes, &ps->lane_capacity, workers, sizeof(pairs_lane), 0))
         return false;
-    for (int i = 0; i < w->workers; i++)
-        ps->lanes[i].open = (pairs_writer){ps, NULL, 0, 0, 0, 0, i, false};
-    size_t hist = threads_radix_scratch_size(w->workers);
-    if (!world_grow(w, &ps->hist, &ps->hist_bytes, hist, 1, 0)) return false;
-    memset(ps->block_fill, 0, ps->pool_blocks * sizeof(uint32_t));
+    size_t usable = ps->pool_capacity >> block_bits;
+    if (usable > ps->block_bucket_capacity) usable = ps->block_bucket_capacity;
+    if (usable > ps->block_fill_capacity) usable = ps->block_fill_capacity;
+    if (usable > ps->block_list_capacity) usable = ps->block_list_capacity;
+    ps->pool_blocks = usable - workers;
+    ps->workers = (int)workers;
+    memset(ps->cursors, 0, workers * row * sizeof(size_t));
+    for (size_t i = 0; i < workers; i++)
+        ps->lanes[i].open = (pairs_writer){ps,
+                                           ps->pool,
+                                           ps->cursors + i * row,
+                                           ((size_t)1 << block_bits) - 1,
+                                           ps->shift,
+                                           2 * ps->shift - bits - 1,
+                                           (int)i,
+                                           false};
     ps->next_block = 0;
     ps->overflow = false;
-    ps->shift = bits_for(w->id_end);
     return true;
 }
 
 pairs_writer pairs_writer_begin(pairs_state *ps, int worker) {
-    pairs_writer wr = ps->lanes[worker].open;
-    wr.shift = ps->shift;
-    return wr;
+    return ps->lanes[worker].open;
 }
 
 void pairs_writer_end(pairs_writer *wr) {
     wr->ps->lanes[wr->worker].open = *wr;
 }
 
-static void close_run(pairs_writer *wr) {
-    if (wr->keys) wr->ps->block_fill[wr->block] = (uint32_t)wr->count;
-    wr->keys = NULL;
-    wr->count = wr->capacity = 0;
-}
-
-bool pairs_writer_grow(pairs_writer *wr, size_t more) {
-    if (wr->failed) return false;
-    close_run(wr);
-    pairs_state *ps = wr->ps;
-    size_t want = (more + PAIRS_BLOCK - 1) / PAIRS_BLOCK;
-    if (want == 0) want = 1;
-    size_t first = __atomic_fetch_add(&ps->next_block, want, __ATOMIC_RELAXED);
-    if (first + want > ps->pool_blocks || more > UINT32_MAX) {
+size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket) {
+    if (pos != 0) ps->block_fill[(pos >> ps->block_bits) - 1] = (uint32_t)1 << ps->block_bits;
+    size_t block = __atomic_fetch_add(&ps->next_block, 1, __ATOMIC_RELAXED);
+    if (block >= ps->pool_blocks) {
+        /* Out of pool: keep searching into this worker's sink, so that next_block ends as the
+         * count of blocks the step needs, and search again. */
         __atomic_store_n(&ps->overflow, true, __ATOMIC_RELAXED);
-        wr->failed = true;
-        return false;
+        block = ps->pool_blocks + (size_t)worker;
     }
-    wr->keys = ps->pool + first * PAIRS_BLOCK;
-    wr->block = first;
-    wr->count = 0;
-    wr->capacity = want * PAIRS_BLOCK;
-    return true;
+    ps->block_bucket[block] = (uint32_t)bucket;
+    ps->block_fill[block] = 0;
+    return block << ps->block_bits;
 }
 
-static void gather_blocks(size_t begin, size_t end, int worker, void *p) {
-    (void)worker;
-    pairs_state *ps = p;
-    for (size_t b = begin; b < end; b++)
-        if (ps->block_fill[b])
-            memcpy(ps->keys + ps->block_offset[b], ps->pool + b * PAIRS_BLOCK,
-                   ps->block_fill[b] * sizeof(uint64_t));
+/* ---- sorting the buckets ----------------------------------------------------------------------
+ */
+
+enum { COUNT_WORDS = PASSES_MAX * (1 << DIGIT_MAX) / 2 }; /* a worker's counters, in keys */
+
+static void unpack(broadphase_pair *out, const uint64_t *keys, size_t n, int shift) {
+    uint64_t mask = ((uint64_t)1 << shift) - 1;
+    for (size_t i = 0; i < n; i++) {
+        out[i].a = (uint32_t)(keys[i] >> shift);
+        out[i].b = (uint32_t)(keys[i] & mask);
+    }
 }
+
+/* One bucket, on one worker: its keys gathered from its blocks while every digit below the
+ * bucket's bits is counted, then LSD radix passes between the worker's two scratch runs,
+ * skipping digits that all keys share; the last pass scatters straight into the published
+ * pairs. */
+static void sort_bucket(size_t bucket, int worker, void *p) {
+    pairs_state *ps = p;
+    size_t m = ps->bucket_count[bucket];
+    if (m == 0 || m > ps->big) return;
+    uint64_t *base = ps->scratch + (size_t)worker * ps->scratch_stride;
+    uint32_t(*count)[1 << DIGIT_MAX] = (uint32_t(*)[1 << DIGIT_MAX]) base;
+    uint64_t *src = base + COUNT_WORDS, *dst = src + ps->scratch_run;
+    unsigned rest = (unsigned)(2 * ps->shift - ps->bucket_bits); /* bits below the bucket's */
+    /* As few digits as possible of at most DIGIT_MAX bits, spread evenly. */
+    unsigned passes = (rest + DIGIT_MAX - 1) / DIGIT_MAX;
+    unsigned width = (rest + passes - 1) / passes;
+    size_t bins = (size_t)1 << width;
+    uint64_t digit = bins - 1;
+    for (unsigned q = 0; q < passes; q++) memset(count[q], 0, bins * sizeof count[q][0]);
+    size_t n = 0;
+    for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
+        uint32_t block = ps->block_list[e], fill = ps->block_fill[block];
+        const uint64_t *from = ps->pool + ((size_t)block << ps->block_bits);
+        for (uint32_t i = 0; i < fill; i++) {
+            uint64_t key = from[i];
+            src[n++] = key;
+            for (unsigned q = 0; q < passes; q++) count[q][(key >> (width * q)) & digit]++;
+        }
+    }
+    unsigned live[PASSES_MAX], nlive = 0;
+    for (unsigned q = 0; q < passes; q++)
+        if (count[q][(src[0] >> (width * q)) & digit] != m) live[nlive++] = q;
+    broadphase_pair *out = ps->out + ps->bucket_offset[bucket];
+    int shift = ps->shift;
+    uint64_t low_mask = ((uint64_t)1 << shift) - 1;
+    if (nlive == 0) {
+        unpack(out, src, m, shift);
+        return;
+    }
+    for (unsigned l = 0; l < nlive; l++) {
+        unsigned at = width * live[l];
+        uint32_t *c = count[live[l]], sum = 0;
+        for (size_t d = 0; d < bins; d++) {
+            uint32_t k = c[d];
+            c[d] = sum;
+            sum += k;
+        }
+        if (l + 1 < nlive) {
+            for (size_t i = 0; i < m; i++) dst[c[(src[i] >> at) & digit]++] = src[i];
+            uint64_t *t = src;
+            src = dst;
+            dst = t;
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                uint64_t key = src[i];
+                broadphase_pair *o = &out[c[(key >> at) & digit]++];
+                o->a = (uint32_t)(key >> shift);
+                o->b = (uint32_t)(key & low_mask);
+            }
+        }
+    }
+}
+
+typedef struct big_unpack {
+    broadphase_pair *out;
+    const uint64_t *keys;
+    int shift;
+} big_unpack;
 
 static void unpack_range(size_t begin, size_t end, int worker, void *p) {
     (void)worker;
-    pairs_state *ps = p;
-    uint64_t mask = ((uint64_t)1 << ps->shift) - 1;
-    for (size_t i = begin; i < end; i++) {
-        uint64_t k = ps->keys[i];
-        ps->out[i].a = (uint32_t)(k >> ps->shift);
-        ps->out[i].b = (uint32_t)(k & mask);
+    const big_unpack *u = p;
+    unpack(u->out + begin, u->keys + begin, end - begin, u->shift);
+}
+
+/* A bucket larger than one worker's share (the first step, a jump in the pair count, or one
+ * object overlapping very many): gathered and sorted by all workers with the parallel sort. */
+static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
+    pairs_state *ps = &w->pairs;
+    size_t m = ps->bucket_count[bucket];
+    if (!world_grow(w, (void **)&ps->keys, &ps->key_capacity, m, sizeof(uint64_t), 0) ||
+        !world_grow(w, (void **)&ps->tmp, &ps->tmp_capacity, m, sizeof(uint64_t), 0) ||
+        !world_grow(w, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(w->workers), 1, 0))
+        return false;
+    size_t n = 0;
+    for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
+        uint32_t block = ps->block_list[e];
+        memcpy(ps->keys + n, ps->pool + ((size_t)block << ps->block_bits),
+               ps->block_fill[block] * sizeof(uint64_t));
+        n += ps->block_fill[block];
     }
+    threads_radix_sort_u64(w->workers, ps->keys, ps->tmp, m, 2 * ps->shift - ps->bucket_bits,
+                           ps->hist);
+    big_unpack u = {ps->out + ps->bucket_offset[bucket], ps->keys, ps->shift};
+    threads_for_ranges(w->workers, m, 1 << 16, unpack_range, &u);
+    return true;
+}
+
+/* The blocks grouped by bucket, each bucket's key count and output offset; returns the total
+ * and sets *largest. False on out of memory. */
+static bool group_blocks(broadphase_world *w, size_t *total_out, size_t *largest_out) {
+    pairs_state *ps = &w->pairs;
+    size_t buckets = (size_t)1 << ps->bucket_bits, workers = (size_t)ps->workers;
+    size_t used = ps->next_block, block_keys = (size_t)1 << ps->block_bits;
+    /* Each open block's fill. */
+    for (size_t i = 0; i < workers * ps->cursor_row; i++) {
+        size_t pos = ps->cursors[i];
+        if (pos == 0) continue;
+        size_t block = (pos - 1) >> ps->block_bits;
+        ps->block_fill[block] = (uint32_t)(pos - block * block_keys);
+    }
+    if (!world_grow(w, (void **)&ps->bucket_mem, &ps->bucket_mem_capacity, 3 * (buckets + 1),
+                    sizeof(size_t), 0))
+        return false;
+    ps->bucket_first = ps->bucket_mem;
+    ps->bucket_count = ps->bucket_first + buckets + 1;
+    ps->bucket_offset = ps->bucket_count + buckets + 1;
+    memset(ps->bucket_mem, 0, 3 * (buckets + 1) * sizeof(size_t));
+    for (size_t block = 0; block < used; block++) {
+        ps->bucket_first[ps->block_bucket[block]]++;
+        ps->bucket_count[ps->block_bucket[block]] += ps->block_fill[block];
+    }
+    /* bucket_first[b] = the end of b's blocks in block_list; filled backwards below, after
+     * which it is where they begin. */
+    size_t blocks_sum = 0, total = 0, largest = 0;
+    for (size_t b = 0; b < buckets; b++) {
+        blocks_sum += ps->bucket_first[b];
+        ps->bucket_first[b] = blocks_sum;
+        ps->bucket_offset[b] = total;
+        total += ps->bucket_count[b];
+        if (ps->bucket_count[b] > largest) largest = ps->bucket_count[b];
+    }
+    ps->bucket_first[buckets] = blocks_sum;
+    for (size_t block = used; block-- > 0;)
+        ps->block_list[--ps->bucket_first[ps->block_bucket[block]]] = (uint32_t)block;
+    *total_out = total;
+    *largest_out = largest;
+    return true;
 }
 
 pairs_result pairs_finish(broadphase_world *w) {
     pairs_state *ps = &w->pairs;
     if (ps->overflow) return PAIRS_RETRY;
-    for (int i = 0; i < w->workers; i++) close_run(&ps->lanes[i].open);
-    size_t used = ps->next_block < ps->pool_blocks ? ps->next_block : ps->pool_blocks;
-    size_t total = 0;
-    for (size_t b = 0; b < used; b++) {
-        ps->block_offset[b] = total;
-        total += ps->block_fill[b];
-    }
-    /* Grown with a quarter to spare, so that a pair count that wobbles from step to step does
-     * not reallocate. */
-    size_t room = total + total / 4 + 64;
-    if (total > ps->key_capacity) {
-        size_t cap = ps->key_capacity, cap2 = ps->key_capacity;
-        if (!world_grow(w, (void **)&ps->keys, &cap, room, sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&ps->tmp, &cap2, room, sizeof(uint64_t), 0))
-            return PAIRS_OUT_OF_MEMORY;
-        ps->key_capacity = cap < cap2 ? cap : cap2;
-    }
-    if (total > ps->out_capacity &&
-        !world_grow(w, (void **)&ps->out, &ps->out_capacity, room, sizeof(broadphase_pair), 0))
+    size_t total, largest, workers = (size_t)ps->workers;
+    if (!group_blocks(w, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
+    if (total > ps->out_capacity && !world_grow(w, (void **)&ps->out, &ps->out_capacity,
+                                                total + total / 4 + 64, sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
-    threads_for_ranges(w->workers, used, 64, gather_blocks, ps);
-    threads_radix_sort_u64(w->workers, ps->keys, ps->tmp, total, 2 * ps->shift, ps->hist);
-    threads_for_ranges(w->workers, total, 1 << 16, unpack_range, ps);
+    /* A worker sorts buckets up to its share of the pairs in its own scratch, so that all the
+     * workers' scratch together stays within twice the pairs. */
+    ps->big = total / workers > SMALL_BIG ? total / workers : SMALL_BIG;
+    size_t run = ((largest < ps->big ? largest : ps->big) + 7) & ~(size_t)7;
+    if (workers * (COUNT_WORDS + 2 * run) > ps->scratch_capacity) {
+        run = (run + run / 4 + 7) & ~(size_t)7; /* a quarter to spare, as for out */
+        if (!world_grow(w, (void **)&ps->scratch, &ps->scratch_capacity,
+                        workers * (COUNT_WORDS + 2 * run), sizeof(uint64_t), 0))
+            return PAIRS_OUT_OF_MEMORY;
+    }
+    /* Runs as long as the scratch allows, whole cache lines each. */
+    ps->scratch_run = (ps->scratch_capacity / workers - COUNT_WORDS) / 2 & ~(size_t)7;
+    ps->scratch_stride = COUNT_WORDS + 2 * ps->scratch_run;
+    threads_for_chunks(ps->workers, (size_t)1 << ps->bucket_bits, sort_bucket, ps);
+    if (largest > ps->big) {
+        for (size_t b = 0; b < (size_t)1 << ps->bucket_bits; b++)
+            if (ps->bucket_count[b] > ps->big && !sort_big_bucket(w, b)) return PAIRS_OUT_OF_MEMORY;
+    }
     ps->count = total;
     return PAIRS_DONE;
 }
@@ -134,12 +304,16 @@ pairs_result pairs_finish(broadphase_world *w) {
 void pairs_release(broadphase_world *w) {
     pairs_state *ps = &w->pairs;
     world_free(w, ps->pool, ps->pool_capacity * sizeof(uint64_t));
-    world_free(w, ps->block_fill, ps->fill_capacity * sizeof(uint32_t));
-    world_free(w, ps->block_offset, ps->offset_capacity * sizeof(size_t));
+    world_free(w, ps->block_bucket, ps->block_bucket_capacity * sizeof(uint32_t));
+    world_free(w, ps->block_fill, ps->block_fill_capacity * sizeof(uint32_t));
+    world_free(w, ps->cursors, ps->cursor_capacity * sizeof(size_t));
+    world_free(w, ps->block_list, ps->block_list_capacity * sizeof(uint32_t));
+    world_free(w, ps->bucket_mem, ps->bucket_mem_capacity * sizeof(size_t));
+    world_free(w, ps->scratch, ps->scratch_capacity * sizeof(uint64_t));
     world_free(w, ps->keys, ps->key_capacity * sizeof(uint64_t));
-    world_free(w, ps->tmp, ps->key_capacity * sizeof(uint64_t));
-    world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
+    world_free(w, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
     world_free(w, ps->hist, ps->hist_bytes);
+    world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
     world_free(w, ps->lanes, ps->lane_capacity * sizeof(pairs_lane));
     memset(ps, 0, sizeof *ps);
 }

@@ -1,8 +1,11 @@
-/* Pair output. Jobs write the pairs they find into blocks claimed from one pool sized from the
- * previous step (so a steady-state step allocates nothing, whichever worker runs which job);
- * afterwards the blocks are compacted and radix-sorted by (a, b). Pairs are unique, so the
- * sorted array is the same for every thread count and every method, whatever order the jobs
- * ran in. */
+/* Pair output. A pair is the key a << shift | b (a < b). The search emits keys straight into
+ * buckets by their top bits (the most significant digit of a radix sort, taken for free), so
+ * that afterwards each bucket is a set of keys that one worker gathers, sorts in its cache and
+ * writes to the published array at the offset the buckets before it give: no global sort pass.
+ * Each worker fills, per bucket, blocks claimed from one pool sized from the previous step (so a
+ * steady-state step allocates nothing, whichever worker runs which job); the bucket and block
+ * sizes follow the expected pair count. Pairs are unique, so the sorted array is the same for
+ * every thread count and every method, whatever order the jobs ran in. */
 #pragma once
 
 #include <stdbool.h>
@@ -12,62 +15,91 @@
 typedef struct broadphase_world broadphase_world;
 typedef struct broadphase_pair broadphase_pair;
 
-enum { PAIRS_BLOCK = 2048 }; /* keys per pool block */
+enum { PAIRS_BUCKET_BITS = 11 }; /* at most 2^11 buckets */
 
 typedef enum pairs_result { PAIRS_DONE, PAIRS_RETRY, PAIRS_OUT_OF_MEMORY } pairs_result;
 
 typedef struct pairs_lane pairs_lane;
 
 typedef struct pairs_state {
-    uint64_t *pool;       /* pool_blocks * PAIRS_BLOCK keys */
-    uint32_t *block_fill; /* keys in the run of blocks starting here (0 if none starts here) */
-    size_t *block_offset;
-    size_t pool_blocks; /* usable blocks: what all three arrays have room for */
-    size_t pool_capacity, fill_capacity, offset_capacity;
-    size_t next_block; /* claimed with atomics during the search */
+    /* pool_blocks blocks of 2^block_bits keys, then one sink block per worker, written when the
+     * pool has run out (the step is then searched again with a pool of the size the claims
+     * counted). */
+    uint64_t *pool;
+    int block_bits;
+    uint32_t *block_bucket; /* by block: whose keys it holds */
+    uint32_t *block_fill;   /* by block: keys in it */
+    size_t pool_blocks, pool_capacity, block_bucket_capacity, block_fill_capacity;
+    size_t next_block; /* claimed with atomics during the search; counts failed claims too */
     bool overflow;     /* set with atomics when the pool ran out */
-    uint64_t *keys, *tmp;
-    size_t key_capacity;
-    broadphase_pair *out;
-    size_t out_capacity;
-    size_t count; /* pairs in out */
+    /* cursors[worker * cursor_row + bucket]: the pool index of the worker's next key in the
+     * bucket; 0 before its first block, a multiple of the block size when that block is full.
+     * Rows are whole cache lines: every push writes one. */
+    size_t *cursors;
+    size_t cursor_capacity, cursor_row;
+    int shift;       /* key = a << shift | b */
+    int bucket_bits; /* buckets = 2^bucket_bits: bucket = key >> (2 * shift - bucket_bits) */
+    bool laid_out;   /* bucket_bits and block_bits chosen, for layout_expect pairs, shift */
+    size_t layout_expect;
+    int layout_shift;
+    /* After the search: the blocks grouped by bucket, and each bucket's first block in that
+     * list, key count and output offset. */
+    uint32_t *block_list;
+    size_t block_list_capacity;
+    size_t *bucket_first, *bucket_count, *bucket_offset; /* buckets + 1 each, in bucket_mem */
+    size_t *bucket_mem;
+    size_t bucket_mem_capacity;
+    /* Per worker, scratch_stride words: the radix counters, then two runs of scratch_run keys
+     * for a bucket's sort. Buckets of more than `big` keys are sorted by all workers together. */
+    uint64_t *scratch;
+    size_t scratch_capacity, scratch_stride, scratch_run, big;
+    uint64_t *keys, *tmp; /* buckets too large for one worker, sorted with the parallel sort */
+    size_t key_capacity, tmp_capacity;
     void *hist;
     size_t hist_bytes;
-    int shift;         /* key = a << shift | b */
+    broadphase_pair *out;
+    size_t out_capacity;
+    size_t count;      /* pairs in out */
     pairs_lane *lanes; /* one per worker */
     size_t lane_capacity;
+    int workers;
 } pairs_state;
 
-/* A worker's open run of pool blocks, kept across the jobs it runs. */
+/* A worker's writer, kept across the jobs it runs. */
 typedef struct pairs_writer {
     pairs_state *ps;
-    uint64_t *keys;
-    size_t count, capacity, block;
-    int shift, worker;
-    bool failed;
+    uint64_t *pool;
+    size_t *cursor; /* this worker's row of ps->cursors */
+    size_t block_mask;
+    int shift, bucket_shift, worker; /* bucket_shift: 2 * shift - bucket_bits - 1 */
+    bool failed;                     /* the search failed for want of memory */
 } pairs_writer;
 
 typedef struct pairs_lane {
     _Alignas(64) pairs_writer open;
 } pairs_lane;
 
-/* Before the search: a pool for at least the last step's pairs, twice as large when `grow`
- * (after a PAIRS_RETRY). False on out of memory. */
+/* Before the search: a pool for at least the last step's pairs (or, after a PAIRS_RETRY, for the
+ * count the overflowing search made). False on out of memory. */
 bool pairs_prepare(broadphase_world *w, bool grow);
 /* A job running on `worker` takes the worker's writer and gives it back with _end. */
 pairs_writer pairs_writer_begin(pairs_state *ps, int worker);
-/* Makes room for `more` keys; false (and the step will be retried) when the pool ran out. */
-bool pairs_writer_grow(pairs_writer *wr, size_t more);
 void pairs_writer_end(pairs_writer *wr);
-/* After the search: compact, sort, publish in ps->out; PAIRS_RETRY when the pool overflowed
- * (prepare again with grow and search again). */
+/* Claims a new block for `bucket` for `worker`, after the one ending at `pos` (0: none);
+ * returns its first index. */
+size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket);
+/* After the search: sort each bucket and publish in ps->out; PAIRS_RETRY when the pool
+ * overflowed (prepare again with grow and search again). */
 pairs_result pairs_finish(broadphase_world *w);
 void pairs_release(broadphase_world *w);
 
-static inline bool pairs_writer_reserve(pairs_writer *wr, size_t more) {
-    return wr->count + more <= wr->capacity || pairs_writer_grow(wr, more);
-}
 static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
-    wr->keys[wr->count++] = lo << wr->shift | hi;
+    uint64_t key = lo << wr->shift | hi;
+    /* Two shifts, so that one bucket (a shift by the whole key width) stays defined. */
+    size_t bucket = (size_t)((key >> 1) >> wr->bucket_shift);
+    size_t pos = wr->cursor[bucket];
+    if ((pos & wr->block_mask) == 0) pos = pairs_claim(wr->ps, wr->worker, pos, bucket);
+    wr->pool[pos] = key;
+    wr->cursor[bucket] = pos + 1;
 }

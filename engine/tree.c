@@ -156,7 +156,6 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
     if (h == 0) return;
     for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
     h = world_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
-    if (!pairs_writer_reserve(wr, h)) return;
     for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
 }
 
@@ -164,7 +163,6 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
                      const uint32_t *row_id, const uint32_t *col_id, size_t h) {
     if (h == 0) return;
     if (w->sphere_count == 0) {
-        if (!pairs_writer_reserve(wr, h)) return;
         for (size_t j = 0; j < h; j++)
             pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
         return;
@@ -175,7 +173,6 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
         for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
         uint32_t qid = row_id[r];
         m = world_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
-        if (!pairs_writer_reserve(wr, m)) return;
         for (size_t x = 0; x < m; x++) pairs_writer_push(wr, qid, k->ids[x]);
     }
 }
