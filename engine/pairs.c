@@ -13,15 +13,45 @@ enum {
     BUCKET_MIN = 1 << 12,    /* fewer keys than this: no more buckets for load balance */
     BLOCK_BITS_MIN = 7,      /* blocks of 128 to 4096 keys */
     BLOCK_BITS_MAX = 12,
-    DIGIT_MAX = 11,      /* bits per radix pass within a bucket */
-    PASSES_MAX = 6,      /* 64 bits in passes of DIGIT_MAX */
-    SMALL_BIG = 1 << 16, /* buckets up to this many keys are always one worker's */
+    DIGIT_MAX = 11,       /* bits per radix pass within a bucket */
+    PASSES_MAX = 6,       /* 64 bits in passes of DIGIT_MAX */
+    SMALL_BIG = 1 << 16,  /* buckets up to this many keys are always one worker's */
+    MATRIX_MIN = 1 << 12, /* pairs expected at least, for the matrix mode */
+    MATRIX_ROWS = 64,     /* matrix rows per chunk of the output */
 };
 
 static int bits_for(uint32_t id_end) {
     int bits = 1;
     while (bits < 32 && ((uint64_t)1 << bits) < (uint64_t)id_end) bits++;
     return bits;
+}
+
+static bool matrix_prepare(broadphase_world *w, size_t rows, size_t row_words) {
+    pairs_state *ps = &w->pairs;
+    size_t workers = (size_t)w->workers, words = workers * rows * row_words;
+    size_t chunks = (rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
+    size_t old = ps->bits_capacity;
+    if (!world_grow(w, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
+        !world_grow(w, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
+                    0) ||
+        !world_grow(w, (void **)&ps->lanes, &ps->lane_capacity, workers, sizeof(pairs_lane), 0))
+        return false;
+    if (ps->bits_capacity != old) ps->matrix_zero = 0; /* new memory */
+    if (ps->matrix_zero < words)
+        memset(ps->bits + ps->matrix_zero, 0, (words - ps->matrix_zero) * sizeof(uint64_t));
+    /* Until the output has read (and cleared) them, the matrices are not known to be zero. */
+    ps->matrix_zero = 0;
+    ps->row_words = row_words;
+    ps->matrix_words = words;
+    ps->workers = (int)workers;
+    for (size_t i = 0; i < workers; i++)
+        ps->lanes[i].open = (pairs_writer){.ps = ps,
+                                           .bits = ps->bits + i * rows * row_words,
+                                           .row_words = row_words,
+                                           .worker = (int)i};
+    ps->next_block = 0;
+    ps->overflow = false;
+    return true;
 }
 
 bool pairs_prepare(broadphase_world *w, bool grow) {
@@ -32,6 +62,11 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     size_t expect = ps->count;
     size_t claimed = ps->next_block << ps->block_bits;
     if (grow && claimed > expect) expect = claimed;
+    /* The matrix mode, when reading all the workers' matrices costs fewer words than there are
+     * pairs. */
+    size_t rows = w->id_end, row_words = (rows + 63) / 64;
+    ps->matrix = expect >= MATRIX_MIN && workers * rows * row_words <= expect;
+    if (ps->matrix) return matrix_prepare(w, rows, row_words);
     /* The layout is chosen again only when the expected count has doubled or halved since it
      * was last chosen (or the workers changed), so that a count that wobbles keeps it, and with
      * it the arrays' sizes. */
@@ -84,14 +119,13 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     ps->workers = (int)workers;
     memset(ps->cursors, 0, workers * row * sizeof(size_t));
     for (size_t i = 0; i < workers; i++)
-        ps->lanes[i].open = (pairs_writer){ps,
-                                           ps->pool,
-                                           ps->cursors + i * row,
-                                           ((size_t)1 << block_bits) - 1,
-                                           ps->shift,
-                                           2 * ps->shift - bits - 1,
-                                           (int)i,
-                                           false};
+        ps->lanes[i].open = (pairs_writer){.ps = ps,
+                                           .pool = ps->pool,
+                                           .cursor = ps->cursors + i * row,
+                                           .block_mask = ((size_t)1 << block_bits) - 1,
+                                           .shift = ps->shift,
+                                           .bucket_shift = 2 * ps->shift - bits - 1,
+                                           .worker = (int)i};
     ps->next_block = 0;
     ps->overflow = false;
     return true;
@@ -271,8 +305,75 @@ static bool group_blocks(broadphase_world *w, size_t *total_out, size_t *largest
     return true;
 }
 
+/* ---- the matrix mode ------------------------------------------------------------------------ */
+
+typedef struct matrix_ctx {
+    pairs_state *ps;
+    size_t rows;
+} matrix_ctx;
+
+/* Row a's word j, all workers' matrices together; cleared behind when `clear`. */
+static uint64_t matrix_word(pairs_state *ps, size_t stride, size_t at, bool clear) {
+    uint64_t word = 0;
+    for (int k = 0; k < ps->workers; k++) {
+        word |= ps->bits[k * stride + at];
+        if (clear) ps->bits[k * stride + at] = 0;
+    }
+    return word;
+}
+
+static void matrix_count(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const matrix_ctx *c = p;
+    pairs_state *ps = c->ps;
+    size_t stride = c->rows * ps->row_words, end = (chunk + 1) * MATRIX_ROWS, sum = 0;
+    if (end > c->rows) end = c->rows;
+    for (size_t a = chunk * MATRIX_ROWS; a < end; a++)
+        for (size_t j = a >> 6; j < ps->row_words; j++)
+            sum +=
+                (size_t)__builtin_popcountll(matrix_word(ps, stride, a * ps->row_words + j, false));
+    ps->chunk_count[chunk] = sum;
+}
+
+static void matrix_emit(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const matrix_ctx *c = p;
+    pairs_state *ps = c->ps;
+    size_t stride = c->rows * ps->row_words, end = (chunk + 1) * MATRIX_ROWS;
+    if (end > c->rows) end = c->rows;
+    broadphase_pair *out = ps->out + ps->chunk_count[chunk];
+    for (size_t a = chunk * MATRIX_ROWS; a < end; a++) {
+        for (size_t j = a >> 6; j < ps->row_words; j++) {
+            uint64_t word = matrix_word(ps, stride, a * ps->row_words + j, true);
+            broadphase_pair pair = {(uint32_t)a, (uint32_t)(j * 64)};
+            for (; word; word &= word - 1) {
+                pair.b = (uint32_t)(j * 64 + (size_t)__builtin_ctzll(word));
+                *out++ = pair;
+            }
+        }
+    }
+}
+
+/* Rows counted by chunk, the counts turned into offsets, then every chunk's pairs written in
+ * order while the matrices are cleared for the next step. */
+static pairs_result matrix_finish(broadphase_world *w) {
+    pairs_state *ps = &w->pairs;
+    matrix_ctx c = {ps, ps->matrix_words / ((size_t)ps->workers * ps->row_words)};
+    size_t chunks = (c.rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
+    threads_for_chunks(ps->workers, chunks, matrix_count, &c);
+    size_t total = threads_exclusive_scan(ps->workers, ps->chunk_count, chunks);
+    if (total > ps->out_capacity && !world_grow(w, (void **)&ps->out, &ps->out_capacity,
+                                                total + total / 4 + 64, sizeof(broadphase_pair), 0))
+        return PAIRS_OUT_OF_MEMORY;
+    threads_for_chunks(ps->workers, chunks, matrix_emit, &c);
+    ps->matrix_zero = ps->matrix_words;
+    ps->count = total;
+    return PAIRS_DONE;
+}
+
 pairs_result pairs_finish(broadphase_world *w) {
     pairs_state *ps = &w->pairs;
+    if (ps->matrix) return matrix_finish(w);
     if (ps->overflow) return PAIRS_RETRY;
     size_t total, largest, workers = (size_t)ps->workers;
     if (!group_blocks(w, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
@@ -314,6 +415,8 @@ void pairs_release(broadphase_world *w) {
     world_free(w, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
     world_free(w, ps->hist, ps->hist_bytes);
     world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
+    world_free(w, ps->bits, ps->bits_capacity * sizeof(uint64_t));
+    world_free(w, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
     world_free(w, ps->lanes, ps->lane_capacity * sizeof(pairs_lane));
     memset(ps, 0, sizeof *ps);
 }

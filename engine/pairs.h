@@ -4,8 +4,11 @@
  * writes to the published array at the offset the buckets before it give: no global sort pass.
  * Each worker fills, per bucket, blocks claimed from one pool sized from the previous step (so a
  * steady-state step allocates nothing, whichever worker runs which job); the bucket and block
- * sizes follow the expected pair count. Pairs are unique, so the sorted array is the same for
- * every thread count and every method, whatever order the jobs ran in. */
+ * sizes follow the expected pair count. When the pairs are a large share of all possible ones
+ * (a dense scene), each worker instead sets bits in its own triangular bit matrix, and the
+ * output reads the matrices row by row, already in order: no sort at all. Pairs are unique, so
+ * the sorted array is the same for every thread count and every method, whatever order the jobs
+ * ran in. */
 #pragma once
 
 #include <stdbool.h>
@@ -59,7 +62,14 @@ typedef struct pairs_state {
     size_t hist_bytes;
     broadphase_pair *out;
     size_t out_capacity;
-    size_t count;      /* pairs in out */
+    size_t count; /* pairs in out */
+    /* Matrix mode: per worker, id_end rows of row_words words; bit b of row a is the pair
+     * (a, b). The words up to matrix_zero are known to be zero. */
+    bool matrix;
+    uint64_t *bits;
+    size_t bits_capacity, row_words, matrix_words, matrix_zero;
+    size_t *chunk_count; /* by chunk of rows: pairs, then output offset */
+    size_t chunk_capacity;
     pairs_lane *lanes; /* one per worker */
     size_t lane_capacity;
     int workers;
@@ -70,6 +80,8 @@ typedef struct pairs_writer {
     pairs_state *ps;
     uint64_t *pool;
     size_t *cursor; /* this worker's row of ps->cursors */
+    uint64_t *bits; /* matrix mode: this worker's matrix, else NULL */
+    size_t row_words;
     size_t block_mask;
     int shift, bucket_shift, worker; /* bucket_shift: 2 * shift - bucket_bits - 1 */
     bool failed;                     /* the search failed for want of memory */
@@ -95,6 +107,10 @@ void pairs_release(broadphase_world *w);
 
 static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    if (wr->bits) {
+        wr->bits[lo * wr->row_words + (hi >> 6)] |= (uint64_t)1 << (hi & 63);
+        return;
+    }
     uint64_t key = lo << wr->shift | hi;
     /* Two shifts, so that one bucket (a shift by the whole key width) stays defined. */
     size_t bucket = (size_t)((key >> 1) >> wr->bucket_shift);
