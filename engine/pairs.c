@@ -166,6 +166,28 @@ static void unpack(broadphase_pair *out, const uint64_t *keys, size_t n, int shi
     }
 }
 
+#if defined(__GNUC__)
+#define PAIRS_INLINE static inline __attribute__((always_inline))
+#else
+#define PAIRS_INLINE static inline
+#endif
+
+/* A bucket's keys copied from its blocks to dst while every digit is counted. */
+PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, uint64_t *dst,
+                               uint32_t (*count)[1 << DIGIT_MAX], unsigned width, unsigned passes) {
+    uint64_t digit = ((uint64_t)1 << width) - 1;
+    size_t n = 0;
+    for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
+        uint32_t block = ps->block_list[e], fill = ps->block_fill[block];
+        const uint64_t *from = ps->pool + ((size_t)block << ps->block_bits);
+        for (uint32_t i = 0; i < fill; i++) {
+            uint64_t key = from[i];
+            dst[n++] = key;
+            for (unsigned q = 0; q < passes; q++) count[q][(key >> (width * q)) & digit]++;
+        }
+    }
+}
+
 /* One bucket, on one worker: its keys gathered from its blocks while every digit below the
  * bucket's bits is counted, then LSD radix passes between the worker's two scratch runs,
  * skipping digits that all keys share; the last pass scatters straight into the published
@@ -184,16 +206,13 @@ static void sort_bucket(size_t bucket, int worker, void *p) {
     size_t bins = (size_t)1 << width;
     uint64_t digit = bins - 1;
     for (unsigned q = 0; q < passes; q++) memset(count[q], 0, bins * sizeof count[q][0]);
-    size_t n = 0;
-    for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
-        uint32_t block = ps->block_list[e], fill = ps->block_fill[block];
-        const uint64_t *from = ps->pool + ((size_t)block << ps->block_bits);
-        for (uint32_t i = 0; i < fill; i++) {
-            uint64_t key = from[i];
-            src[n++] = key;
-            for (unsigned q = 0; q < passes; q++) count[q][(key >> (width * q)) & digit]++;
-        }
-    }
+    /* The common digit counts get loops of their own, unrolled by the compiler. */
+    if (passes == 2)
+        gather_count(ps, bucket, src, count, width, 2);
+    else if (passes == 3)
+        gather_count(ps, bucket, src, count, width, 3);
+    else
+        gather_count(ps, bucket, src, count, width, passes);
     unsigned live[PASSES_MAX], nlive = 0;
     for (unsigned q = 0; q < passes; q++)
         if (count[q][(src[0] >> (width * q)) & digit] != m) live[nlive++] = q;
