@@ -13,8 +13,8 @@ same scene, N, engine, update and thread count, so that a peers run or a thread 
 over the main run. Benchmarks that report an error are skipped (and named on stderr).
 
 Markdown (stdout, --markdown FILE, or between the markers in --readme FILE):
-  engines  one row per scene and N: the best of our trees at the highest thread count (which tree
-           and update policy), each peer's ms, the speed-up over the best peer; when the trees ran
+  engines  one row per scene and N: our best method at the highest thread count (which tree and
+           update policy, or brute force where it ran), each peer's ms, the speed-up over the best peer; when the trees ran
            with more than one thread, the same at 1 thread (the peers are single-threaded)
   methods  each tree, update policy and thread count side by side, kdtree/octree ratios (with
            more than two thread counts only the lowest and highest, unless --all-threads);
@@ -215,11 +215,12 @@ class Results:
         threads = [k.threads for k in self.keys(scene, n, engines)]
         return max(threads) if threads else None
 
-    def best_tree(self, scene, n, threads=None):
-        """(Key, ms) of the fastest tree and update policy at `threads` (default: the most)."""
+    def best_ours(self, scene, n, threads=None):
+        """(Key, ms) of our fastest method (a tree at an update policy, or brute force where it
+        ran) at `threads` (default: the most the trees ran with)."""
         if threads is None:
             threads = self.max_threads(scene, n)
-        keys = [k for k in self.keys(scene, n, TREES) if k.threads == threads]
+        keys = [k for k in self.keys(scene, n, OURS) if k.threads == threads]
         if not keys:
             return None
         best = min(keys, key=lambda k: self.ms(k))
@@ -261,7 +262,7 @@ def engines_table(res):
     tops = {r: res.max_threads(*r) for r in rows}
     top_set = {t for t in tops.values() if t is not None}
     single = len(top_set) == 1
-    with_1t = bool(peers) and any(t and t > 1 and res.best_tree(s, n, 1)
+    with_1t = bool(peers) and any(t and t > 1 and res.best_ours(s, n, 1)
                                   for (s, n), t in tops.items())
     ours_head = f"ours, best ({next(iter(top_set))}T)" if single else "ours, best (most threads)"
     if not top_set:
@@ -278,7 +279,7 @@ def engines_table(res):
     for s, n in rows:
         pairs = res.pairs(s, n)
         cells = [s, f"{n:,}", f"{pairs:,}" if pairs is not None else ""]
-        best = res.best_tree(s, n)
+        best = res.best_ours(s, n)
         if best:
             k, ms = best
             cells.append(f"{label(k.engine, k.update)} " + ("" if single else f"{k.threads}T ")
@@ -299,12 +300,13 @@ def engines_table(res):
         if peers:
             cells.append(speedup(best))
         if with_1t:
-            one = res.best_tree(s, n, 1)
+            one = res.best_ours(s, n, 1)
             cells.append(f"{label(one[0].engine, one[0].update)} {fmt(one[1])}" if one else "")
             cells.append(speedup(one))
         out.append(cells)
-    note = ("Ours: the faster of the kd-tree and the octree, each at its best update policy, at "
-            "the most threads that ran.")
+    note = ("Ours: the fastest of our methods (the kd-tree and the octree, each at its best update "
+            "policy, and brute force where the suite runs it: N up to 1e4, and `dense`), at the "
+            "most threads that ran.")
     if peers:
         note += " Speed-up = the best peer's ms / ours."
     if with_1t:
