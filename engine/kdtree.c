@@ -907,7 +907,10 @@ static void search_job(size_t job, int worker, void *p) {
  * pieces. The cut depends on the tree only, never on the thread count. */
 static void collect_jobs(kdtree *t, uint32_t n) {
     const kd_node *node = &t->nodes[n];
-    if (node->sub_end - node->begin <= JOB_OBJECTS || is_leaf(node)) {
+    /* A node owning many objects (most objects overlap most others, as in a dense scene) is cut
+     * into pieces even in a small subtree: its own tests are quadratic. */
+    if ((node->sub_end - node->begin <= JOB_OBJECTS || is_leaf(node)) &&
+        node->end - node->begin <= OWN_PIECE) {
         t->jobs[t->job_count++] = (kd_job){n, JOB_SUBTREE, 0, 0};
         return;
     }

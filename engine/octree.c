@@ -1404,7 +1404,9 @@ static void add_job(octree *t, oc_job job, bool write) {
 
 static void collect_jobs(octree *t, uint32_t n, bool write) {
     const oc_node *node = &t->nodes[n];
-    if (node->sub_end - node->begin <= JOB_OBJECTS) {
+    /* A node owning many objects (most objects overlap most others, as in a dense scene) is cut
+     * into pieces even in a small subtree: its own tests are quadratic. */
+    if (node->sub_end - node->begin <= JOB_OBJECTS && node->end - node->begin <= OWN_PIECE) {
         add_job(t, (oc_job){n, JOB_SUBTREE, 0, 0}, write);
         return;
     }
