@@ -34,7 +34,6 @@ static void brute_job(size_t job, int worker, void *p) {
         h = world_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
         for (size_t k = 0; k < h; k++) pairs_writer_push(&wr, (uint32_t)i, hits[k]);
     }
-    pairs_writer_end(&wr);
 }
 
 /* The boxes as six columns by id with SIMD_PAD sentinels after the last, for the kernels. */

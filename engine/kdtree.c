@@ -708,8 +708,8 @@ typedef struct search_ctx {
  * most of the list [*lb, *le) misses it: two selections keep the entries that reach the slab of
  * own objects [lo, hi) (min <= its top, then max >= its bottom), placed after *le, where the
  * children's lists go later, and the range is narrowed to them. False on out of memory. */
-static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, const kd_node *node,
-                        uint32_t lo, uint32_t hi, size_t *lb, size_t *le) {
+static bool narrow_list(const search_ctx *c, tree_worker *k, const kd_node *node, uint32_t lo,
+                        uint32_t hi, size_t *lb, size_t *le) {
     int x = node->axis;
     float slab_lo = INFINITY, slab_hi = -INFINITY;
     for (uint32_t i = lo; i < hi; i++) {
@@ -718,7 +718,7 @@ static bool narrow_list(const search_ctx *c, tree_worker *k, pairs_writer *wr, c
     }
     size_t len = *le - *lb;
     if (!tree_worker_reserve(k, *le + 2 * len + 2 * SIMD_PAD, 0, false)) {
-        k->failed = wr->failed = true;
+        k->failed = true;
         return false;
     }
     simd_boxes all;
@@ -747,8 +747,7 @@ static void test_small_own(const search_ctx *c, tree_worker *k, pairs_writer *wr
     tree_test_within(c->w, k, wr, &c->slots, sid, lo, hi, c->dims);
     tree_test_cross(c->w, k, wr, &c->slots, sid, lo, hi, &c->slots, sid, hi, node->end, c->dims);
     if (le <= lb || hi <= lo) return;
-    if (!is_leaf(node) && le - lb > LIST_NARROW_MIN &&
-        !narrow_list(c, k, wr, node, lo, hi, &lb, &le))
+    if (!is_leaf(node) && le - lb > LIST_NARROW_MIN && !narrow_list(c, k, node, lo, hi, &lb, &le))
         return;
     simd_boxes list = tree_worker_list(k);
     tree_test_cross(c->w, k, wr, &c->slots, sid, lo, hi, &list, k->lid, lb, le, c->dims);
@@ -781,7 +780,7 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
         tree_emit(c->w, k, wr, qid, t->slots.sid[b], h);
     }
     if (le <= lb || hi <= lo) return;
-    if (!is_leaf(node) && !narrow_list(c, k, wr, node, lo, hi, &lb, &le)) return;
+    if (!is_leaf(node) && !narrow_list(c, k, node, lo, hi, &lb, &le)) return;
     for (size_t x = lb; x < le; x++) {
         /* In 2D the list's z columns are not copied. */
         float qmin[3] = {k->lmin[0][x], k->lmin[1][x], c->dims == 3 ? k->lmin[2][x] : 0.0f};
@@ -812,7 +811,7 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
     int b = t->slots.cur;
     size_t own = node->end - node->begin;
     if (!tree_worker_reserve(k, le, (own > le - lb ? own : le - lb) + 1, false)) {
-        k->failed = wr->failed = true;
+        k->failed = true;
         return;
     }
     test_own(c, k, wr, node, node->begin, node->end, lb, le);
@@ -822,7 +821,7 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
     for (int side = 0; side < 2; side++) {
         if (node->child[side] == NONE) continue;
         if (!tree_worker_reserve(k, le + (le - lb) + own + SIMD_PAD, 0, false)) {
-            k->failed = wr->failed = true;
+            k->failed = true;
             return;
         }
         /* An object reaches the left child only if its min is below the plane (the child's
@@ -889,18 +888,17 @@ static void search_job(size_t job, int worker, void *p) {
     bool ok = true;
     size_t n0 = ancestors_list(c, k, j->node, &ok);
     if (!ok) {
-        k->failed = wr.failed = true;
+        k->failed = true;
     } else if (j->kind == JOB_SUBTREE) {
         search_node(c, k, &wr, j->node, 0, n0);
     } else {
         const kd_node *node = &t->nodes[j->node];
         size_t own = node->end - node->begin;
         if (!tree_worker_reserve(k, n0, (own > n0 ? own : n0) + 1, false))
-            k->failed = wr.failed = true;
+            k->failed = true;
         else
             test_own(c, k, &wr, node, j->lo, j->hi, 0, n0);
     }
-    pairs_writer_end(&wr);
 }
 
 /* Subtrees small enough become one job; above them, each node's own objects are cut into

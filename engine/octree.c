@@ -1198,8 +1198,8 @@ static size_t select_box(const search_ctx *c, tree_worker *k, const simd_boxes *
     return h;
 }
 
-static void fail(tree_worker *k, pairs_writer *wr) {
-    k->failed = wr->failed = true;
+static void fail(tree_worker *k) {
+    k->failed = true;
 }
 
 /* Objects [lo, hi) of the node's own against each other and against [hi, rest_end); then own
@@ -1214,7 +1214,7 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
     if (le <= lb || ohi <= olo) return;
     if (le - lb > LIST_NARROW_MIN && node->sub_end > node->end) {
         if (!tree_worker_reserve(k, le + (le - lb) + SIMD_PAD, 0, false)) {
-            fail(k, wr);
+            fail(k);
             return;
         }
         simd_boxes list = tree_worker_list(k);
@@ -1241,7 +1241,7 @@ static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *w
     size_t len = le - lb, own = node->end - node->begin;
     if (!tree_worker_reserve(k, le + 2 * len + 2 * SIMD_PAD, (own > len ? own : len) + SIMD_PAD + 1,
                              false)) {
-        fail(k, wr);
+        fail(k);
         return;
     }
     if (own)
@@ -1264,7 +1264,7 @@ static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, 
     size_t own_a = na->end - na->begin, own_b = nb->end - nb->begin;
     size_t most = own_a > own_b ? own_a : own_b;
     if (!tree_worker_reserve(k, top + own_a + own_b + 2 * SIMD_PAD, most + SIMD_PAD + 1, false)) {
-        fail(k, wr);
+        fail(k);
         return;
     }
     const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
@@ -1301,7 +1301,7 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
     size_t own = na->end - na->begin;
     if (own) {
         if (!tree_worker_reserve(k, top + own + SIMD_PAD, own + SIMD_PAD + 1, false)) {
-            fail(k, wr);
+            fail(k);
             return;
         }
         const uint32_t *sid = t->slots.sid[t->slots.cur];
@@ -1322,7 +1322,7 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
     size_t own = node->end - node->begin;
     size_t need = own > le - lb ? own : le - lb;
     if (!tree_worker_reserve(k, le + SIMD_PAD, need + SIMD_PAD + 1, false)) {
-        fail(k, wr);
+        fail(k);
         return;
     }
     test_own(c, k, wr, node, node->begin, node->end, node->end, node->begin, node->end, lb, le);
@@ -1338,7 +1338,7 @@ static void search_node(const search_ctx *c, tree_worker *k, pairs_writer *wr, u
         const oc_node *child = &t->nodes[ci];
         if (!tree_worker_reserve(k, le + (le - lb) + own + 2 * SIMD_PAD, need + SIMD_PAD + 1,
                                  false)) {
-            fail(k, wr);
+            fail(k);
             return;
         }
         simd_boxes list = tree_worker_list(k);
@@ -1375,24 +1375,22 @@ static void search_job(size_t job, int worker, void *p) {
     pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
     if (j->kind == JOB_CROSS) {
         cross(c, k, &wr, j->lo, j->hi, 0);
-        pairs_writer_end(&wr);
         return;
     }
     bool ok = true;
     size_t n0 = ancestors_list(c, k, j->node, &ok);
     if (!ok) {
-        fail(k, &wr);
+        fail(k);
     } else if (j->kind == JOB_SUBTREE) {
         search_node(c, k, &wr, j->node, 0, n0);
     } else {
         const oc_node *node = &t->nodes[j->node];
         size_t own = node->end - node->begin;
         if (!tree_worker_reserve(k, 2 * n0 + SIMD_PAD, (own > n0 ? own : n0) + SIMD_PAD + 1, false))
-            fail(k, &wr);
+            fail(k);
         else
             test_own(c, k, &wr, node, j->lo, j->hi, node->end, j->lo, j->hi, 0, n0);
     }
-    pairs_writer_end(&wr);
 }
 
 /* Subtrees small enough become one job; above them, each node's own objects are cut into

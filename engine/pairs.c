@@ -33,22 +33,17 @@ static bool matrix_prepare(broadphase_world *w, size_t rows, size_t row_words) {
     size_t old = ps->bits_capacity;
     if (!world_grow(w, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
         !world_grow(w, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0) ||
-        !world_grow(w, (void **)&ps->lanes, &ps->lane_capacity, workers, sizeof(pairs_lane), 0))
+                    0))
         return false;
     if (ps->bits_capacity != old) ps->matrix_zero = 0; /* new memory */
     if (ps->matrix_zero < words)
         memset(ps->bits + ps->matrix_zero, 0, (words - ps->matrix_zero) * sizeof(uint64_t));
     /* Until the output has read (and cleared) them, the matrices are not known to be zero. */
     ps->matrix_zero = 0;
+    ps->rows = rows;
     ps->row_words = row_words;
     ps->matrix_words = words;
     ps->workers = (int)workers;
-    for (size_t i = 0; i < workers; i++)
-        ps->lanes[i].open = (pairs_writer){.ps = ps,
-                                           .bits = ps->bits + i * rows * row_words,
-                                           .row_words = row_words,
-                                           .worker = (int)i};
     ps->next_block = 0;
     ps->overflow = false;
     return true;
@@ -108,8 +103,7 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
         !world_grow(w, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
                     sizeof(uint32_t), 0) ||
         !world_grow(w, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
-                    0) ||
-        !world_grow(w, (void **)&ps->lanes, &ps->lane_capacity, workers, sizeof(pairs_lane), 0))
+                    0))
         return false;
     size_t usable = ps->pool_capacity >> block_bits;
     if (usable > ps->block_bucket_capacity) usable = ps->block_bucket_capacity;
@@ -118,25 +112,25 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     ps->pool_blocks = usable - workers;
     ps->workers = (int)workers;
     memset(ps->cursors, 0, workers * row * sizeof(size_t));
-    for (size_t i = 0; i < workers; i++)
-        ps->lanes[i].open = (pairs_writer){.ps = ps,
-                                           .pool = ps->pool,
-                                           .cursor = ps->cursors + i * row,
-                                           .block_mask = ((size_t)1 << block_bits) - 1,
-                                           .shift = ps->shift,
-                                           .bucket_shift = 2 * ps->shift - bits - 1,
-                                           .worker = (int)i};
     ps->next_block = 0;
     ps->overflow = false;
     return true;
 }
 
 pairs_writer pairs_writer_begin(pairs_state *ps, int worker) {
-    return ps->lanes[worker].open;
-}
-
-void pairs_writer_end(pairs_writer *wr) {
-    wr->ps->lanes[wr->worker].open = *wr;
+    size_t w = (size_t)worker;
+    if (ps->matrix)
+        return (pairs_writer){.ps = ps,
+                              .bits = ps->bits + w * ps->rows * ps->row_words,
+                              .row_words = ps->row_words,
+                              .worker = worker};
+    return (pairs_writer){.ps = ps,
+                          .pool = ps->pool,
+                          .cursor = ps->cursors + w * ps->cursor_row,
+                          .block_mask = ((size_t)1 << ps->block_bits) - 1,
+                          .shift = ps->shift,
+                          .bucket_shift = 2 * ps->shift - ps->bucket_bits - 1,
+                          .worker = worker};
 }
 
 size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket) {
@@ -436,6 +430,5 @@ void pairs_release(broadphase_world *w) {
     world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
     world_free(w, ps->bits, ps->bits_capacity * sizeof(uint64_t));
     world_free(w, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
-    world_free(w, ps->lanes, ps->lane_capacity * sizeof(pairs_lane));
     memset(ps, 0, sizeof *ps);
 }

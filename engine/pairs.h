@@ -22,8 +22,6 @@ enum { PAIRS_BUCKET_BITS = 11 }; /* at most 2^11 buckets */
 
 typedef enum pairs_result { PAIRS_DONE, PAIRS_RETRY, PAIRS_OUT_OF_MEMORY } pairs_result;
 
-typedef struct pairs_lane pairs_lane;
-
 typedef struct pairs_state {
     /* pool_blocks blocks of 2^block_bits keys, then one sink block per worker, written when the
      * pool has run out (the step is then searched again with a pool of the size the claims
@@ -67,15 +65,14 @@ typedef struct pairs_state {
      * (a, b). The words up to matrix_zero are known to be zero. */
     bool matrix;
     uint64_t *bits;
-    size_t bits_capacity, row_words, matrix_words, matrix_zero;
+    size_t bits_capacity, rows, row_words, matrix_words, matrix_zero;
     size_t *chunk_count; /* by chunk of rows: pairs, then output offset */
     size_t chunk_capacity;
-    pairs_lane *lanes; /* one per worker */
-    size_t lane_capacity;
     int workers;
 } pairs_state;
 
-/* A worker's writer, kept across the jobs it runs. */
+/* A worker's view of the output for one step: where its pushes go. Nothing in it changes
+ * during the search (the cursors it points at do), so a job just takes one. */
 typedef struct pairs_writer {
     pairs_state *ps;
     uint64_t *pool;
@@ -84,19 +81,13 @@ typedef struct pairs_writer {
     size_t row_words;
     size_t block_mask;
     int shift, bucket_shift, worker; /* bucket_shift: 2 * shift - bucket_bits - 1 */
-    bool failed;                     /* the search failed for want of memory */
 } pairs_writer;
-
-typedef struct pairs_lane {
-    _Alignas(64) pairs_writer open;
-} pairs_lane;
 
 /* Before the search: a pool for at least the last step's pairs (or, after a PAIRS_RETRY, for the
  * count the overflowing search made). False on out of memory. */
 bool pairs_prepare(broadphase_world *w, bool grow);
-/* A job running on `worker` takes the worker's writer and gives it back with _end. */
+/* The writer of a job running on `worker`. */
 pairs_writer pairs_writer_begin(pairs_state *ps, int worker);
-void pairs_writer_end(pairs_writer *wr);
 /* Claims a new block for `bucket` for `worker`, after the one ending at `pos` (0: none);
  * returns its first index. */
 size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket);

@@ -144,13 +144,18 @@ TEST(octree_rebuild_and_auto_equal_brute_force) {
     tree_against_brute_force(BROADPHASE_METHOD_OCTREE, 6, settings, 5, 700);
 }
 
-/* Extreme tree shapes: one object per leaf, huge leaves, depth limits that stop early. */
-TEST(kdtree_tuning_extremes) {
+/* Extreme tree shapes: one object per leaf, leaves that never split, depth limits that stop
+ * early; the octree also at the strict, a middle and the loosest looseness, refitting. Each
+ * world steps twice (the second step refits the unchanged tree); the depth never passes
+ * max_depth, a tree whose objects all fit in one leaf is the root alone, and a crowded octree
+ * splits. */
+static void tuning_extremes(broadphase_method method, const scene_kind *kinds, size_t kind_count) {
     static const int leaf_sizes[] = {1, 2, 64, 4096};
     static const int depths[] = {1, 3, 64};
-    static const scene_kind kinds[] = {SCENE_UNIFORM, SCENE_MIXED, SCENE_SHAPES2D, SCENE_IDENTICAL,
-                                       SCENE_CLUSTERED};
-    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+    static const float loosenesses[] = {1.0f, 2.0f, 4.0f};
+    bool octree = method == BROADPHASE_METHOD_OCTREE;
+    const char *name = octree ? "octree" : "kd-tree";
+    for (size_t ki = 0; ki < kind_count; ki++) {
         scene s;
         REQUIRE(scene_make(&s, kinds[ki], 1500, 5));
         uint32_t *ids = malloc(s.count * sizeof *ids);
@@ -160,17 +165,31 @@ TEST(kdtree_tuning_extremes) {
         broadphase_pairs want = step_ok(oracle);
         for (size_t li = 0; li < 4; li++) {
             for (size_t di = 0; di < 3; di++) {
-                TEST_CONTEXT("scene %s leaf %d depth %d", scene_name(s.kind), leaf_sizes[li],
-                             depths[di]);
                 broadphase_config c = broadphase_config_default(s.dimensions);
+                c.method = method;
                 c.leaf_size = leaf_sizes[li];
                 c.max_depth = depths[di];
                 c.threads = 2;
+                if (octree) {
+                    c.update = BROADPHASE_UPDATE_REFIT;
+                    c.looseness = loosenesses[(li + di) % 3];
+                }
+                TEST_CONTEXT("%s scene %s leaf %d depth %d looseness %g", name, scene_name(s.kind),
+                             leaf_sizes[li], depths[di], (double)c.looseness);
                 broadphase_world *w = NULL;
                 REQUIRE(broadphase_create(&c, &w) == BROADPHASE_OK);
                 add_scene(&s, w, ids);
-                broadphase_pairs got = step_ok(w);
-                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "kd-tree"));
+                for (int step = 0; step < 2; step++) {
+                    broadphase_pairs got = step_ok(w);
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, name));
+                    check_levels(w, method_branching(method, s.dimensions));
+                    broadphase_stats st;
+                    REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
+                    CHECK(st.depth <= (size_t)depths[di]);
+                    if (s.count <= (size_t)leaf_sizes[li]) CHECK_EQ_INT(st.nodes, 1);
+                    /* The octree splits anything crowded; identical boxes keep a kd-tree whole. */
+                    if (octree && s.count > (size_t)leaf_sizes[li]) CHECK(st.nodes > 1);
+                }
                 broadphase_destroy(w);
             }
         }
@@ -180,57 +199,17 @@ TEST(kdtree_tuning_extremes) {
     }
 }
 
-/* The octree's extremes: one object per leaf, leaves that never split, depth limits that stop
- * early, each with a strict, the default and the loosest looseness; a second step refits the
- * unchanged tree. The depth never passes max_depth, and a tree whose objects all fit in one
- * leaf is the root alone. */
+TEST(kdtree_tuning_extremes) {
+    static const scene_kind kinds[] = {SCENE_UNIFORM, SCENE_MIXED, SCENE_SHAPES2D, SCENE_IDENTICAL,
+                                       SCENE_CLUSTERED};
+    tuning_extremes(BROADPHASE_METHOD_KDTREE, kinds, sizeof kinds / sizeof kinds[0]);
+}
+
 TEST(octree_tuning_extremes) {
-    static const int leaf_sizes[] = {1, 2, 64, 4096};
-    static const int depths[] = {1, 3, 64};
-    static const float loosenesses[] = {1.0f, 2.0f, 4.0f};
     /* Identical objects (a million pairs each time) are left to test_octree. */
     static const scene_kind kinds[] = {SCENE_UNIFORM, SCENE_MIXED, SCENE_SHAPES2D, SCENE_FLAT,
                                        SCENE_CLUSTERED};
-    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
-        scene s;
-        REQUIRE(scene_make(&s, kinds[ki], 1500, 5));
-        uint32_t *ids = malloc(s.count * sizeof *ids);
-        broadphase_world *oracle =
-            make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-        add_scene(&s, oracle, ids);
-        broadphase_pairs want = step_ok(oracle);
-        for (size_t li = 0; li < 4; li++) {
-            for (size_t di = 0; di < 3; di++) {
-                float loose = loosenesses[(li + di) % 3];
-                TEST_CONTEXT("octree scene %s leaf %d depth %d looseness %g", scene_name(s.kind),
-                             leaf_sizes[li], depths[di], (double)loose);
-                broadphase_config c = broadphase_config_default(s.dimensions);
-                c.method = BROADPHASE_METHOD_OCTREE;
-                c.update = BROADPHASE_UPDATE_REFIT;
-                c.leaf_size = leaf_sizes[li];
-                c.max_depth = depths[di];
-                c.looseness = loose;
-                c.threads = 2;
-                broadphase_world *w = NULL;
-                REQUIRE(broadphase_create(&c, &w) == BROADPHASE_OK);
-                add_scene(&s, w, ids);
-                for (int step = 0; step < 2; step++) {
-                    broadphase_pairs got = step_ok(w);
-                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "octree"));
-                    check_levels(w, 1 << s.dimensions);
-                    broadphase_stats st;
-                    REQUIRE(broadphase_get_stats(w, &st) == BROADPHASE_OK);
-                    CHECK(st.depth <= (size_t)depths[di]);
-                    if (s.count <= (size_t)leaf_sizes[li]) CHECK_EQ_INT(st.nodes, 1);
-                    if (s.count > (size_t)leaf_sizes[li]) CHECK(st.nodes > 1);
-                }
-                broadphase_destroy(w);
-            }
-        }
-        broadphase_destroy(oracle);
-        free(ids);
-        scene_free(&s);
-    }
+    tuning_extremes(BROADPHASE_METHOD_OCTREE, kinds, sizeof kinds / sizeof kinds[0]);
 }
 
 /* The same pair array, byte for byte, for every thread count and every method. */
