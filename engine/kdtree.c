@@ -29,6 +29,8 @@ enum {
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
+    ARRIVAL_ROOM = 1024,    /* per-worker room for one node's arrivals in a refit, at least */
+    MOVE_CHUNK = 4096,      /* moves per chunk in the parallel passes over them */
 };
 
 typedef struct kd_node {
@@ -49,6 +51,8 @@ typedef struct kd_node {
 } kd_node;
 
 enum { NO_SWEEP = 3, SWEEP_MIN = 32 };
+
+_Static_assert(sizeof(size_t) >= 8, "the refit packs two 32-bit counts in one size_t");
 
 typedef struct kd_record {
     float min[3], max[3];
@@ -78,13 +82,24 @@ typedef struct kdtree {
     uint32_t *slot_node; /* by slot: the node holding it (node_of in tree order, read in order) */
     size_t slot_node_capacity;
 
+    /* Nodes in preorder, fixed between rebuilds (a refit keeps the planes): order[i] is the node
+     * at position i and skip[i] the position just past its subtree. Since subtrees are laid out
+     * own | left | right, node begins rise with the position, and every pass that lays nodes out
+     * is a prefix sum over positions instead of a walk down the tree. */
+    uint32_t *order, *skip;
+    size_t order_capacity, skip_capacity;
+    size_t *scan; /* by position, and one past: see pack_counts */
+    size_t scan_capacity;
+
     /* Refit scratch, by node and by mover. */
-    uint32_t *own_count, *new_begin, *arrive_first;
-    size_t own_count_capacity, new_begin_capacity, arrive_first_capacity;
+    uint32_t *own_count, *new_begin, *arrive_first, *arrive_end;
+    size_t own_count_capacity, new_begin_capacity, arrive_first_capacity, arrive_end_capacity;
     uint64_t *moves, *moves_tmp;
     size_t move_capacity, moves_tmp_capacity;
     size_t *chunk_count;
     size_t chunk_capacity;
+    struct kd_measure *parts; /* by node chunk: measure's partial figures */
+    size_t part_capacity;
 
     kd_job *jobs;
     size_t job_count, job_capacity;
@@ -149,6 +164,10 @@ static bool id_tables_reserve(broadphase_world *w, kdtree *t) {
 typedef struct tree_ctx {
     broadphase_world *w;
     kdtree *t;
+    size_t chunks;   /* passes cut by slots (slot_chunk_positions): how many chunks */
+    bool new_ranges; /* set_ranges: also set begin and end from the prefix sums */
+    size_t moves;    /* passes over the moves: how many */
+    uint32_t most;   /* count_moves: the most arrivals into one node */
 } tree_ctx;
 
 static void count_live(size_t chunk, int worker, void *p) {
@@ -396,37 +415,118 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
     }
 }
 
-static void fix_sub_end(kdtree *t, uint32_t n) {
-    /* Subtrees are laid out own | left | right, so a node's subtree ends where its last child's
-     * does; children were numbered after their parents, so walking backwards settles them. */
-    (void)n;
-    for (uint32_t i = t->node_count; i-- > 0;) {
-        kd_node *node = &t->nodes[i];
-        uint32_t e = node->end;
-        for (int s = 0; s < 2; s++)
-            if (node->child[s] != NONE && t->nodes[node->child[s]].sub_end > e)
-                e = t->nodes[node->child[s]].sub_end;
-        node->sub_end = e;
+/* Preorder positions of the subtree of n, from position i; returns the position after it. Depth
+ * is bounded by max_depth (<= 64), so recursion is safe. */
+static uint32_t number_preorder(kdtree *t, uint32_t n, uint32_t i) {
+    t->order[i] = n;
+    uint32_t next = i + 1;
+    for (int s = 0; s < 2; s++)
+        if (t->nodes[n].child[s] != NONE) next = number_preorder(t, t->nodes[n].child[s], next);
+    t->skip[i] = next;
+    return next;
+}
+
+/* The first position whose node begins at `slot` or later (begins rise with the position). */
+static uint32_t first_position_at(const kdtree *t, size_t slot) {
+    uint32_t lo = 0, hi = t->node_count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->nodes[t->order[mid]].begin < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Positions [*first, *last) of the nodes whose own objects begin in chunk `chunk` of SLOT_CHUNK
+ * slots (the last chunk takes every node after), so that passes over nodes are cut by the work
+ * in them, not by node count: the top levels hold many objects in few nodes. */
+static void slot_chunk_positions(const kdtree *t, size_t chunk, size_t chunks, uint32_t *first,
+                                 uint32_t *last) {
+    *first = chunk == 0 ? 0 : first_position_at(t, chunk * SLOT_CHUNK);
+    *last = chunk + 1 >= chunks ? t->node_count : first_position_at(t, (chunk + 1) * SLOT_CHUNK);
+}
+
+static size_t slot_chunks(uint32_t slots) {
+    return slots == 0 ? 1 : (slots + SLOT_CHUNK - 1) / SLOT_CHUNK;
+}
+
+static void position_range(const kdtree *t, size_t chunk, uint32_t *first, uint32_t *last) {
+    *first = (uint32_t)(chunk * NODE_CHUNK);
+    *last = *first + NODE_CHUNK < t->node_count ? *first + NODE_CHUNK : t->node_count;
+}
+
+/* scan[i] = node begins, shifted as pack_counts' prefix sums leave them. */
+static void pack_begins(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((tree_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) t->scan[i] = (size_t)t->nodes[t->order[i]].begin << 32;
+}
+
+/* Subtree ends from the begins in scan (scan[node_count] holds the total): a subtree ends where
+ * the node after it in preorder begins. With new_ranges, begin and end too. */
+static void set_ranges(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const tree_ctx *c = p;
+    kdtree *t = c->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) {
+        kd_node *node = &t->nodes[t->order[i]];
+        if (c->new_ranges) {
+            node->begin = (uint32_t)(t->scan[i] >> 32);
+            node->end = node->begin + t->own_count[t->order[i]];
+        }
+        node->sub_end = (uint32_t)(t->scan[t->skip[i]] >> 32);
     }
 }
 
-static void measure(kdtree *t) {
-    uint64_t cost = 0;
-    uint32_t depth = 0, leaves = 0, internal = 0;
-    for (uint32_t i = 0; i < t->node_count; i++) {
+typedef struct kd_measure {
+    uint64_t cost;
+    uint32_t depth, leaves, internal;
+} kd_measure;
+
+static void measure_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((tree_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    kd_measure m = {0, 0, 0, 0};
+    for (uint32_t i = first; i < last; i++) {
         const kd_node *n = &t->nodes[i];
         uint64_t own = n->end - n->begin;
-        cost += own * own;
-        if (n->depth > depth) depth = n->depth;
+        m.cost += own * own;
+        if (n->depth > m.depth) m.depth = n->depth;
         if (is_leaf(n))
-            leaves++;
+            m.leaves++;
         else
-            internal += (uint32_t)own;
+            m.internal += (uint32_t)own;
     }
-    t->cost = cost;
-    t->depth = depth;
-    t->leaves = leaves;
-    t->internal_objects = internal;
+    t->parts[chunk] = m;
+}
+
+/* The cost figure and the statistics, summed over node chunks. False on out of memory. */
+static bool measure(broadphase_world *w, kdtree *t) {
+    size_t chunks = (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK;
+    if (!world_grow(w, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure), 0))
+        return false;
+    tree_ctx c = {w, t, 0, false, 0, 0};
+    threads_for_chunks(w->workers, chunks, measure_chunk, &c);
+    kd_measure all = {0, 0, 0, 0};
+    for (size_t i = 0; i < chunks; i++) {
+        all.cost += t->parts[i].cost;
+        all.depth = t->parts[i].depth > all.depth ? t->parts[i].depth : all.depth;
+        all.leaves += t->parts[i].leaves;
+        all.internal += t->parts[i].internal;
+    }
+    t->cost = all.cost;
+    t->depth = all.depth;
+    t->leaves = all.leaves;
+    t->internal_objects = all.internal;
+    return true;
 }
 
 static void root_init(kd_node *root) {
@@ -450,7 +550,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    tree_ctx g = {w, t};
+    tree_ctx g = {w, t, 0, false, 0, 0};
     threads_for_chunks(w->workers, chunks, count_live, &g);
     threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     threads_for_chunks(w->workers, chunks, write_records, &g);
@@ -474,14 +574,23 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
                         sizeof(kd_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
-    fix_sub_end(t, 0);
+    size_t nodes = t->node_count, node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
+    if (!world_grow(w, (void **)&t->order, &t->order_capacity, nodes + 1, sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->skip, &t->skip_capacity, nodes + 1, sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->scan, &t->scan_capacity, nodes + 1, sizeof(size_t), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    number_preorder(t, 0, 0);
+    tree_ctx r = {w, t, 0, false, 0, 0};
+    threads_for_chunks(w->workers, node_chunks, pack_begins, &r);
+    t->scan[nodes] = (size_t)count << 32;
+    threads_for_chunks(w->workers, node_chunks, set_ranges, &r);
     t->slots.cur = 0;
     t->slots.count = count;
     scatter_ctx s = {t};
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
     tree_forget_free_ids(w, t->node_of);
-    threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &s);
-    measure(t);
+    threads_for_chunks(w->workers, node_chunks, mark_nodes, &s);
+    if (!measure(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->base_cost = t->cost;
     t->built = true;
     w->stats.rebuilds++;
@@ -538,41 +647,217 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }
 
-/* Lays nodes out anew in preorder from their new own counts. */
-static uint32_t relayout(kdtree *t, uint32_t n, uint32_t at) {
-    /* Depth is bounded by max_depth (<= 64), so recursion is safe. */
-    kd_node *node = &t->nodes[n];
-    t->new_begin[n] = at;
-    at += t->own_count[n];
-    for (int s = 0; s < 2; s++)
-        if (node->child[s] != NONE) at = relayout(t, node->child[s], at);
-    return at;
+/* Own counts before the moves: what each node holds; arrivals counted from zero. */
+static void start_counts(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((tree_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last); /* here by node index */
+    for (uint32_t n = first; n < last; n++) {
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrive_first[n] = 0;
+    }
+}
+
+static void move_range(const tree_ctx *c, size_t chunk, size_t *first, size_t *last) {
+    *first = chunk * MOVE_CHUNK;
+    *last = *first + MOVE_CHUNK < c->moves ? *first + MOVE_CHUNK : c->moves;
+}
+
+/* Own counts after the moves, and arrivals by node (atomic: movers from anywhere meet). */
+static void count_moves(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    kdtree *t = c->t;
+    size_t first, last;
+    move_range(c, chunk, &first, &last);
+    uint32_t most = 0;
+    for (size_t m = first; m < last; m++) {
+        uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
+        if (!(src & TREE_ADDED))
+            __atomic_fetch_sub(&t->own_count[t->slot_node[src]], 1u, __ATOMIC_RELAXED);
+        if (d == DEAD) continue;
+        __atomic_fetch_add(&t->own_count[d], 1u, __ATOMIC_RELAXED);
+        uint32_t a = __atomic_add_fetch(&t->arrive_first[d], 1u, __ATOMIC_RELAXED);
+        most = a > most ? a : most;
+    }
+    uint32_t seen = __atomic_load_n(&c->most, __ATOMIC_RELAXED);
+    while (most > seen && !__atomic_compare_exchange_n(&c->most, &seen, most, true,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+/* Each arrival takes a place in its node's run; the run's order is settled in copy_nodes. */
+static void scatter_moves(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    kdtree *t = c->t;
+    size_t first, last;
+    move_range(c, chunk, &first, &last);
+    for (size_t m = first; m < last; m++) {
+        uint32_t d = (uint32_t)(t->moves[m] >> 32);
+        if (d == DEAD) continue;
+        t->moves_tmp[__atomic_fetch_add(&t->arrive_end[d], 1u, __ATOMIC_RELAXED)] = t->moves[m];
+    }
+}
+
+static int compare_moves(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A node's arrivals in move order (slots ascending, then w->added), whatever order the threads
+ * placed them in: the layout does not depend on the thread count. */
+static void sort_run(uint64_t *run, size_t k) {
+    if (k > 16) {
+        qsort(run, k, sizeof *run, compare_moves);
+        return;
+    }
+    for (size_t i = 1; i < k; i++) {
+        uint64_t v = run[i];
+        size_t j = i;
+        for (; j > 0 && run[j - 1] > v; j--) run[j] = run[j - 1];
+        run[j] = v;
+    }
+}
+
+/* One prefix sum lays out both the nodes and the arrivals' runs: each position packs its node's
+ * new own count above its arrival count (both below 2^32, so the low half never carries). */
+static void pack_counts(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((tree_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) {
+        uint32_t n = t->order[i];
+        t->scan[i] = (size_t)t->own_count[n] << 32 | t->arrive_first[n];
+    }
+}
+
+static void unpack_starts(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((tree_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) {
+        uint32_t n = t->order[i];
+        t->new_begin[n] = (uint32_t)(t->scan[i] >> 32);
+        t->arrive_first[n] = t->arrive_end[n] = (uint32_t)t->scan[i];
+    }
 }
 
 static void copy_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     kdtree *t = c->t;
-    size_t end_node = (chunk + 1) * NODE_CHUNK;
-    if (end_node > t->node_count) end_node = t->node_count;
-    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++)
-        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, (uint32_t)n,
+    uint32_t first, last;
+    slot_chunk_positions(t, chunk, c->chunks, &first, &last);
+    for (uint32_t i = first; i < last; i++) {
+        uint32_t n = t->order[i];
+        sort_run(t->moves + t->arrive_first[n], t->arrive_end[n] - t->arrive_first[n]);
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, n,
                        t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
-                       t->arrive_first[n + 1]);
+                       t->arrive_end[n]);
+    }
 }
 
-/* Objects move between steps: sweep nodes are sorted again (insertion sort, since the order
- * barely changes from one step to the next) and their reach measured again. */
+/* Insertion sort of slots [begin, end) by min on axis s (the order barely changes from one step
+ * to the next, so each object moves a place or two). */
+static void insertion_sort_slots(tree_slots *sl, uint32_t begin, uint32_t end, int s) {
+    int b = sl->cur;
+    float *key = sl->smin[b][s];
+    for (uint32_t i = begin + 1; i < end; i++) {
+        if (key[i - 1] <= key[i]) continue;
+        float mn[3], mx[3];
+        for (int a = 0; a < 3; a++) {
+            mn[a] = sl->smin[b][a][i];
+            mx[a] = sl->smax[b][a][i];
+        }
+        uint32_t id = sl->sid[b][i], j = i;
+        for (; j > begin && key[j - 1] > mn[s]; j--) {
+            for (int a = 0; a < 3; a++) {
+                sl->smin[b][a][j] = sl->smin[b][a][j - 1];
+                sl->smax[b][a][j] = sl->smax[b][a][j - 1];
+            }
+            sl->sid[b][j] = sl->sid[b][j - 1];
+        }
+        for (int a = 0; a < 3; a++) {
+            sl->smin[b][a][j] = mn[a];
+            sl->smax[b][a][j] = mx[a];
+        }
+        sl->sid[b][j] = id;
+    }
+}
+
+/* A refit copies a node's arrivals after the objects that stayed, both runs in no particular
+ * order of their own: inserting each arrival into the sorted stayers would shift the whole node
+ * once per arrival (hundreds of arrivals into thousands of objects at the top of the tree), so
+ * the arrivals are sorted on their own in `tmp` (7 columns of `k` entries) and merged in from
+ * the back, stayers first among equal keys. */
+static void merge_arrivals(tree_slots *sl, uint32_t begin, uint32_t mid, uint32_t end, int s,
+                           uint32_t *tmp) {
+    int b = sl->cur;
+    uint32_t k = end - mid;
+    float *tcol[6];
+    for (int a = 0; a < 6; a++) tcol[a] = (float *)(tmp + (size_t)a * k);
+    uint32_t *tid = tmp + (size_t)6 * k;
+    for (int a = 0; a < 3; a++) {
+        memcpy(tcol[a], sl->smin[b][a] + mid, k * sizeof(float));
+        memcpy(tcol[3 + a], sl->smax[b][a] + mid, k * sizeof(float));
+    }
+    memcpy(tid, sl->sid[b] + mid, k * sizeof(uint32_t));
+    for (uint32_t i = 1; i < k; i++) { /* arrivals are few: insertion sort */
+        float v[6];
+        for (int a = 0; a < 6; a++) v[a] = tcol[a][i];
+        uint32_t id = tid[i], j = i;
+        for (; j > 0 && tcol[s][j - 1] > v[s]; j--) {
+            for (int a = 0; a < 6; a++) tcol[a][j] = tcol[a][j - 1];
+            tid[j] = tid[j - 1];
+        }
+        for (int a = 0; a < 6; a++) tcol[a][j] = v[a];
+        tid[j] = id;
+    }
+    const float *key = sl->smin[b][s];
+    uint32_t i = mid, j = k, out = end;
+    while (j > 0) {
+        out--;
+        if (i > begin && key[i - 1] > tcol[s][j - 1]) {
+            i--;
+            for (int a = 0; a < 3; a++) {
+                sl->smin[b][a][out] = sl->smin[b][a][i];
+                sl->smax[b][a][out] = sl->smax[b][a][i];
+            }
+            sl->sid[b][out] = sl->sid[b][i];
+        } else {
+            j--;
+            for (int a = 0; a < 3; a++) {
+                sl->smin[b][a][out] = tcol[a][j];
+                sl->smax[b][a][out] = tcol[3 + a][j];
+            }
+            sl->sid[b][out] = tid[j];
+        }
+    }
+}
+
+/* Objects move between steps: sweep nodes are sorted again and their reach and slab measured
+ * again. */
 static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
-    (void)worker;
-    kdtree *t = ((tree_ctx *)p)->t;
+    const tree_ctx *c = p;
+    kdtree *t = c->t;
     int b = t->slots.cur;
-    size_t end_node = (chunk + 1) * NODE_CHUNK;
-    if (end_node > t->node_count) end_node = t->node_count;
-    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++) {
+    uint32_t first, last;
+    slot_chunk_positions(t, chunk, c->chunks, &first, &last);
+    for (uint32_t pos = first; pos < last; pos++) {
+        uint32_t n = t->order[pos];
         kd_node *node = &t->nodes[n];
         if (node->sweep == NO_SWEEP) continue;
         int s = node->sweep;
+        float reach = 0.0f;
+        for (uint32_t i = node->begin; i < node->end; i++) {
+            float e = t->slots.smax[b][s][i] - t->slots.smin[b][s][i];
+            reach = e > reach ? e : reach;
+        }
+        node->reach = nextafterf(reach, INFINITY);
         if (!is_leaf(node)) {
             float lo = INFINITY, hi = -INFINITY;
             const float *mn = t->slots.smin[b][node->axis], *mx = t->slots.smax[b][node->axis];
@@ -583,32 +868,16 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
             node->slab_lo = lo;
             node->slab_hi = hi;
         }
-        float *key = t->slots.smin[b][s];
-        float reach = 0.0f;
-        for (uint32_t i = node->begin; i < node->end; i++) {
-            float e = t->slots.smax[b][s][i] - key[i];
-            reach = e > reach ? e : reach;
-            if (i == node->begin || key[i - 1] <= key[i]) continue;
-            float mn[3], mx[3];
-            for (int a = 0; a < 3; a++) {
-                mn[a] = t->slots.smin[b][a][i];
-                mx[a] = t->slots.smax[b][a][i];
-            }
-            uint32_t id = t->slots.sid[b][i], j = i;
-            for (; j > node->begin && key[j - 1] > mn[s]; j--) {
-                for (int a = 0; a < 3; a++) {
-                    t->slots.smin[b][a][j] = t->slots.smin[b][a][j - 1];
-                    t->slots.smax[b][a][j] = t->slots.smax[b][a][j - 1];
-                }
-                t->slots.sid[b][j] = t->slots.sid[b][j - 1];
-            }
-            for (int a = 0; a < 3; a++) {
-                t->slots.smin[b][a][j] = mn[a];
-                t->slots.smax[b][a][j] = mx[a];
-            }
-            t->slots.sid[b][j] = id;
+        uint32_t arrived = c->new_ranges ? t->arrive_end[n] - t->arrive_first[n] : 0;
+        uint32_t *tmp = arrived > 1 ? threads_scratch_get(&c->w->scratch, worker,
+                                                          (size_t)7 * arrived * sizeof(uint32_t))
+                                    : NULL;
+        if (!tmp) { /* no arrivals, or no memory for them: one insertion sort still sorts */
+            insertion_sort_slots(&t->slots, node->begin, node->end, s);
+            continue;
         }
-        node->reach = nextafterf(reach, INFINITY);
+        insertion_sort_slots(&t->slots, node->begin, node->end - arrived, s);
+        merge_arrivals(&t->slots, node->begin, node->end - arrived, node->end, s, tmp);
     }
 }
 
@@ -628,9 +897,11 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
                     0) ||
         !world_grow(w, (void **)&t->arrive_first, &t->arrive_first_capacity, nodes + 1,
                     sizeof(uint32_t), 0) ||
-        !id_tables_reserve(w, t))
+        !world_grow(w, (void **)&t->arrive_end, &t->arrive_end_capacity, nodes + 1,
+                    sizeof(uint32_t), 0) ||
+        !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    tree_ctx c = {w, t};
+    tree_ctx c = {w, t, slot_chunks(t->slots.count), false, 0, 0};
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     /* Sized for every object moving at once, so that the count of movers, which changes every
@@ -658,40 +929,43 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     }
     size_t node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
     if (count == 0) {
-        threads_for_chunks(w->workers, node_chunks, resort_sweep_nodes, &c);
+        threads_for_chunks(w->workers, c.chunks, resort_sweep_nodes, &c);
         return BROADPHASE_OK;
     }
 
-    for (size_t n = 0; n < nodes; n++) {
-        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
-        t->arrive_first[n] = 0;
-    }
-    for (size_t m = 0; m < count; m++) {
-        uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
-        if (!(src & TREE_ADDED)) t->own_count[t->slot_node[src]]--;
-        if (d != DEAD) {
-            t->own_count[d]++;
-            t->arrive_first[d]++;
-        }
-    }
-    /* Arrivals grouped by node in one stable counting pass, far cheaper than sorting. */
-    tree_group_moves(t->moves, t->moves_tmp, count, t->arrive_first, nodes);
+    /* The nodes are laid out anew in preorder from their new own counts, and the arrivals
+     * grouped by node into runs in the same order, all from one prefix sum over positions;
+     * every pass is parallel, over nodes or over moves. */
+    threads_for_chunks(w->workers, node_chunks, start_counts, &c);
+    c.moves = count;
+    size_t move_chunks = (count + MOVE_CHUNK - 1) / MOVE_CHUNK;
+    threads_for_chunks(w->workers, move_chunks, count_moves, &c);
+    uint32_t most = c.most;
+    /* The resort's room for one node's arrivals, in every worker, grown here in powers of two
+     * from ARRIVAL_ROOM so that steady steps allocate nothing. */
+    size_t room = ARRIVAL_ROOM;
+    while (room < most) room *= 2;
+    for (int i = 0; i < w->workers; i++)
+        if (!threads_scratch_get(&w->scratch, i, 7 * room * sizeof(uint32_t)))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    threads_for_chunks(w->workers, node_chunks, pack_counts, &c);
+    size_t total = threads_exclusive_scan(w->workers, t->scan, nodes);
+    t->scan[nodes] = total;
+    threads_for_chunks(w->workers, node_chunks, unpack_starts, &c);
+    threads_for_chunks(w->workers, move_chunks, scatter_moves, &c);
     uint64_t *sorted = t->moves_tmp;
     size_t sorted_capacity = t->moves_tmp_capacity;
     t->moves_tmp = t->moves;
     t->moves_tmp_capacity = t->move_capacity;
     t->moves = sorted;
     t->move_capacity = sorted_capacity;
-    uint32_t total = relayout(t, 0, 0);
-    threads_for_chunks(w->workers, node_chunks, copy_nodes, &c);
-    for (size_t n = 0; n < nodes; n++) {
-        t->nodes[n].begin = t->new_begin[n];
-        t->nodes[n].end = t->new_begin[n] + t->own_count[n];
-    }
-    fix_sub_end(t, 0);
+    threads_for_chunks(w->workers, c.chunks, copy_nodes, &c); /* cut by the old layout */
+    c.new_ranges = true;
+    threads_for_chunks(w->workers, node_chunks, set_ranges, &c);
     t->slots.cur = 1 - t->slots.cur;
-    t->slots.count = total;
-    threads_for_chunks(w->workers, node_chunks, resort_sweep_nodes, &c);
+    t->slots.count = (uint32_t)(total >> 32);
+    c.chunks = slot_chunks(t->slots.count);
+    threads_for_chunks(w->workers, c.chunks, resort_sweep_nodes, &c);
     return BROADPHASE_OK;
 }
 
@@ -992,7 +1266,7 @@ broadphase_status kdtree_step(broadphase_world *w) {
     } else {
         s = refit(w, t);
         if (s == BROADPHASE_OK) {
-            measure(t);
+            if (!measure(w, t)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
             w->stats.refits++;
         }
     }
@@ -1046,6 +1320,11 @@ void kdtree_destroy(broadphase_world *w) {
     world_free(w, t->own_count, t->own_count_capacity * sizeof(uint32_t));
     world_free(w, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
     world_free(w, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
+    world_free(w, t->arrive_end, t->arrive_end_capacity * sizeof(uint32_t));
+    world_free(w, t->order, t->order_capacity * sizeof(uint32_t));
+    world_free(w, t->skip, t->skip_capacity * sizeof(uint32_t));
+    world_free(w, t->scan, t->scan_capacity * sizeof(size_t));
+    world_free(w, t->parts, t->part_capacity * sizeof(kd_measure));
     world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
     world_free(w, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
     world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));

@@ -142,6 +142,7 @@ typedef struct octree {
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
     uint64_t growths;
+    int task_levels; /* measure: nodes above this level finish their children as tasks */
 } octree;
 
 /* ---- geometry ---------------------------------------------------------------------------- */
@@ -544,34 +545,76 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
     }
 }
 
-/* Own bounds only (a refit sets node_of and slot_node as it copies). */
-static void own_bounds(size_t chunk, int worker, void *p) {
-    (void)worker;
-    octree *t = ((tree_ctx *)p)->t;
-    size_t end = (chunk + 1) * NODE_CHUNK;
-    if (end > t->node_count) end = t->node_count;
+/* A node's own bounds from its objects in the slots. */
+static void node_own_bounds(const octree *t, oc_node *node) {
     int b = t->slots.cur;
-    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
-        oc_node *node = &t->nodes[n];
-        float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-        for (uint32_t s = node->begin; s < node->end; s++) {
-            for (int k = 0; k < 3; k++) {
-                lo[k] = t->slots.smin[b][k][s] < lo[k] ? t->slots.smin[b][k][s] : lo[k];
-                hi[k] = t->slots.smax[b][k][s] > hi[k] ? t->slots.smax[b][k][s] : hi[k];
-            }
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t s = node->begin; s < node->end; s++) {
+        for (int k = 0; k < 3; k++) {
+            lo[k] = t->slots.smin[b][k][s] < lo[k] ? t->slots.smin[b][k][s] : lo[k];
+            hi[k] = t->slots.smax[b][k][s] > hi[k] ? t->slots.smax[b][k][s] : hi[k];
         }
-        memcpy(node->own_lo, lo, sizeof lo);
-        memcpy(node->own_hi, hi, sizeof hi);
     }
+    memcpy(node->own_lo, lo, sizeof lo);
+    memcpy(node->own_hi, hi, sizeof hi);
 }
 
-/* Post-order over the live tree: subtree ends and bounds, and the figures for the statistics. */
-static void finish(octree *t, uint32_t n) {
+/* What finish sums over a subtree for the statistics (sums and maxima: the same whatever the
+ * order the subtrees finish in). */
+typedef struct oc_figures {
+    uint64_t cost;
+    uint32_t live_nodes, leaves, max_depth, internal;
+} oc_figures;
+
+typedef struct finish_task {
+    octree *t;
+    uint32_t n;
+    bool own; /* measure the node's own bounds from the slots first (a refit's objects moved) */
+    oc_figures fig;
+} finish_task;
+
+static void finish(octree *t, uint32_t n, bool own, oc_figures *fig);
+
+static void finish_run(void *p, int worker) {
+    (void)worker;
+    finish_task *task = p;
+    task->fig = (oc_figures){0, 0, 0, 0, 0};
+    finish(task->t, task->n, task->own, &task->fig);
+}
+
+/* Post-order over the live tree: subtree ends and bounds, and the figures for the statistics.
+ * The children of nodes above t->task_levels run as tasks. */
+static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
     oc_node *node = &t->nodes[n];
-    uint64_t own = node->end - node->begin;
-    t->live_nodes++;
-    t->cost += own * own;
-    if (node->level > t->max_depth_seen) t->max_depth_seen = node->level;
+    if (own) node_own_bounds(t, node);
+    uint64_t count = node->end - node->begin;
+    fig->live_nodes++;
+    fig->cost += count * count;
+    if (node->level > fig->max_depth) fig->max_depth = node->level;
+    finish_task sub[8];
+    int subs = 0;
+    bool spawn = node->level < t->task_levels;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE || t->nodes[c].spare) continue;
+        if (spawn) {
+            sub[subs] = (finish_task){t, c, own, {0, 0, 0, 0, 0}};
+            threads_spawn(finish_run, &sub[subs]);
+            subs++;
+        } else {
+            finish(t, c, own, fig);
+        }
+    }
+    if (subs > 0) {
+        threads_wait_children();
+        for (int i = 0; i < subs; i++) {
+            fig->cost += sub[i].fig.cost;
+            fig->live_nodes += sub[i].fig.live_nodes;
+            fig->leaves += sub[i].fig.leaves;
+            fig->internal += sub[i].fig.internal;
+            if (sub[i].fig.max_depth > fig->max_depth) fig->max_depth = sub[i].fig.max_depth;
+        }
+    }
     uint32_t sub_end = node->end;
     float lo[3], hi[3];
     memcpy(lo, node->own_lo, sizeof lo);
@@ -582,7 +625,6 @@ static void finish(octree *t, uint32_t n) {
         uint32_t c = node->child[j];
         if (c == NONE || t->nodes[c].spare) continue;
         leaf = false;
-        finish(t, c);
         const oc_node *cn = &t->nodes[c];
         if (cn->sub_end > cn->begin) live |= (uint8_t)(1u << j);
         if (cn->sub_end > sub_end) sub_end = cn->sub_end;
@@ -597,15 +639,25 @@ static void finish(octree *t, uint32_t n) {
     memcpy(node->lo, lo, sizeof lo);
     memcpy(node->hi, hi, sizeof hi);
     if (leaf)
-        t->leaves++;
+        fig->leaves++;
     else
-        t->internal_objects += (uint32_t)own;
+        fig->internal += (uint32_t)count;
 }
 
-static void measure(octree *t) {
-    t->live_nodes = t->leaves = t->max_depth_seen = t->internal_objects = 0;
-    t->cost = 0;
-    finish(t, 0);
+/* Subtree ends and bounds for the whole tree, with own bounds first when `own`, and the
+ * statistics. The top levels' subtrees (64 in 3D and 2D) run in parallel on large trees. */
+static void measure(octree *t, int workers, bool own) {
+    finish_task root = {t, 0, own, {0, 0, 0, 0, 0}};
+    t->task_levels = workers > 1 && t->node_count > NODE_CHUNK ? (t->dims == 3 ? 2 : 3) : 0;
+    if (t->task_levels > 0)
+        threads_run_tasks(workers, finish_run, &root);
+    else
+        finish_run(&root, 0);
+    t->cost = root.fig.cost;
+    t->live_nodes = root.fig.live_nodes;
+    t->leaves = root.fig.leaves;
+    t->max_depth_seen = root.fig.max_depth;
+    t->internal_objects = root.fig.internal;
 }
 
 static bool id_tables_reserve(broadphase_world *w, octree *t) {
@@ -698,7 +750,7 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_slots, &g);
     tree_forget_free_ids(w, t->node_of);
     threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &g);
-    measure(t);
+    measure(t, w->workers, false);
     t->base_cost = t->cost;
     t->built = true;
     w->stats.rebuilds++;
@@ -1074,9 +1126,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
     if (!t->urgent && w->added_count == 0 && pending <= t->slots.count / DEFER_SHARE) {
-        threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, own_bounds,
-                           &c);
-        measure(t);
+        measure(t, w->workers, true);
         w->stats.refits++;
         return BROADPHASE_OK;
     }
@@ -1165,8 +1215,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         t->slots.cur = 1 - t->slots.cur;
         t->slots.count = total;
     }
-    threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, own_bounds, &c);
-    measure(t);
+    measure(t, w->workers, true);
     w->stats.refits++;
     return BROADPHASE_OK;
 }

@@ -30,8 +30,8 @@ no suffix, the others' end in _<scene>):
   speedup_vs_threads[_<scene>].svg  speed-up vs threads at the largest N, one line per method and
                                     update policy, linear scaling dashed
 
---readme FILE replaces what lies between <!-- perf:begin --> and <!-- perf:end --> in FILE with
-the markdown: the machine (from the JSON context), the data files, the command, links to the
+--readme FILE replaces what lies between <!-- perf:begin --> and <!-- perf:end --> in FILE (with
+--section NAME, <!-- perf:NAME:begin --> and <!-- perf:NAME:end -->) with the markdown: the machine (from the JSON context), the data files, the command, links to the
 plots written in the same run (paths relative to FILE), then the tables.
 
 Exit status: 0 done; 1 an input unreadable or nothing to report; 2 bad usage, or --readme markers
@@ -65,6 +65,13 @@ STANDARD_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu"
                     "cpu_scaling_enabled", "aslr_enabled", "caches", "load_avg",
                     "library_build_type", "library_version", "json_schema_version"}
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
+
+
+def markers(section):
+    """The README markers of a section: perf:begin / perf:end, or perf:<section>:begin / end."""
+    if not section:
+        return BEGIN, END
+    return f"<!-- perf:{section}:begin -->", f"<!-- perf:{section}:end -->"
 
 Key = namedtuple("Key", "scene n engine update threads")
 
@@ -488,24 +495,25 @@ def markdown(res, args, images, base_dir):
     return "\n".join(out) + "\n"
 
 
-def read_readme(path):
+def read_readme(path, section=""):
     """-> (text, begin, end): the file and where its markers are; exits 2 without them."""
+    first, last = markers(section)
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         sys.exit(f"report.py: {path}: {e}")
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin < 0 or end < 0 or end < begin or text.count(BEGIN) != 1 or text.count(END) != 1:
-        print(f"report.py: {path}: needs exactly one {BEGIN} followed by one {END}; "
+    begin, end = text.find(first), text.find(last)
+    if begin < 0 or end < 0 or end < begin or text.count(first) != 1 or text.count(last) != 1:
+        print(f"report.py: {path}: needs exactly one {first} followed by one {last}; "
               f"left unchanged", file=sys.stderr)
         sys.exit(2)
     return text, begin, end
 
 
-def replace_readme(path, block):
-    text, begin, end = read_readme(path)
-    new = text[:begin + len(BEGIN)] + "\n" + block + text[end:]
+def replace_readme(path, block, section=""):
+    text, begin, end = read_readme(path, section)
+    new = text[:begin + len(markers(section)[0])] + "\n" + block + text[end:]
     if new != text:
         with open(path, "w") as f:
             f.write(new)
@@ -814,10 +822,13 @@ def main():
                     help="per-method table: every thread count (default: lowest and highest)")
     ap.add_argument("--heading-level", type=int, default=3, choices=range(1, 7),
                     help="markdown heading level of the sections (default 3)")
+    ap.add_argument("--section", default="", metavar="NAME",
+                    help="with --readme: the block between <!-- perf:NAME:begin --> and "
+                         "<!-- perf:NAME:end --> instead (a second machine's figures, say)")
     args = ap.parse_args()
 
     if args.readme:
-        read_readme(args.readme)  # no markers: stop before writing anything
+        read_readme(args.readme, args.section)  # no markers: stop before writing anything
     res = Results(args.files)
     if not res.rec:
         sys.exit("report.py: no step/<scene>/<engine>/... benchmark figures in the input")
@@ -828,7 +839,7 @@ def main():
 
     if args.readme:
         base = os.path.dirname(os.path.abspath(args.readme))
-        replace_readme(args.readme, markdown(res, args, images, base))
+        replace_readme(args.readme, markdown(res, args, images, base), args.section)
     if args.markdown:
         base = os.path.dirname(os.path.abspath(args.markdown))
         with open(args.markdown, "w") as f:
