@@ -709,6 +709,8 @@ def footer_text(res):
 
 
 def ms_vs_n_plot(res, scene):
+    if len({k.n for k in res.keys(scene, engines=TREES)}) < 2:
+        return None  # one N (a thread sweep alone): no line to draw
     series, spare, thread_counts = [], [], set()
     for engine in TREES:
         keys = res.keys(scene, engines=(engine,))
