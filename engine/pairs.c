@@ -54,7 +54,7 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     size_t workers = (size_t)w->workers;
     ps->shift = bits_for(w->id_end);
     /* Expect the last step's pairs; after an overflow, what the overflowing search claimed. */
-    size_t expect = ps->count;
+    size_t expect = ps->last_total;
     size_t claimed = ps->next_block << ps->block_bits;
     if (grow && claimed > expect) expect = claimed;
     /* The matrix mode, when reading all the workers' matrices costs fewer words than there are
@@ -380,7 +380,7 @@ static pairs_result matrix_finish(broadphase_world *w) {
         return PAIRS_OUT_OF_MEMORY;
     threads_for_chunks(ps->workers, chunks, matrix_emit, &c);
     ps->matrix_zero = ps->matrix_words;
-    ps->count = total;
+    ps->count = ps->last_total = total;
     return PAIRS_DONE;
 }
 
@@ -411,7 +411,7 @@ pairs_result pairs_finish(broadphase_world *w) {
         for (size_t b = 0; b < (size_t)1 << ps->bucket_bits; b++)
             if (ps->bucket_count[b] > ps->big && !sort_big_bucket(w, b)) return PAIRS_OUT_OF_MEMORY;
     }
-    ps->count = total;
+    ps->count = ps->last_total = total;
     return PAIRS_DONE;
 }
 
@@ -428,7 +428,19 @@ void pairs_release(broadphase_world *w) {
     world_free(w, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
     world_free(w, ps->hist, ps->hist_bytes);
     world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
+    world_free(w, ps->prev, ps->prev_capacity * sizeof(broadphase_pair));
     world_free(w, ps->bits, ps->bits_capacity * sizeof(uint64_t));
     world_free(w, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
     memset(ps, 0, sizeof *ps);
+}
+
+void pairs_keep_previous(pairs_state *ps) {
+    broadphase_pair *p = ps->prev;
+    size_t capacity = ps->prev_capacity;
+    ps->prev = ps->out;
+    ps->prev_capacity = ps->out_capacity;
+    ps->prev_count = ps->count;
+    ps->out = p;
+    ps->out_capacity = capacity;
+    ps->count = 0;
 }

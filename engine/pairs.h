@@ -60,7 +60,12 @@ typedef struct pairs_state {
     size_t hist_bytes;
     broadphase_pair *out;
     size_t out_capacity;
-    size_t count; /* pairs in out */
+    size_t count;      /* pairs in out */
+    size_t last_total; /* pairs the last finished search found: the next one's expectation */
+    /* With pair events: the last successful step's list, kept while the next one is made (the
+     * two buffers swap at the start of a step that follows a successful one). */
+    broadphase_pair *prev;
+    size_t prev_capacity, prev_count;
     /* Matrix mode: per worker, id_end rows of row_words words; bit b of row a is the pair
      * (a, b). The words up to matrix_zero are known to be zero. */
     bool matrix;
@@ -95,6 +100,9 @@ size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket);
  * overflowed (prepare again with grow and search again). */
 pairs_result pairs_finish(broadphase_world *w);
 void pairs_release(broadphase_world *w);
+/* Pair events: the current list becomes the previous one, and its buffer takes the old
+ * previous buffer's place for the next list. */
+void pairs_keep_previous(pairs_state *ps);
 
 static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     uint64_t lo = a < b ? a : b, hi = a < b ? b : a;

@@ -11,6 +11,8 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     double start = world_now_ms();
+    bool events = w->config.pair_events;
+    if (events && w->events.last_ok) pairs_keep_previous(&w->pairs);
     broadphase_status s;
     switch (w->config.method) {
     case BROADPHASE_METHOD_BRUTE_FORCE:
@@ -24,6 +26,8 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
         break;
     }
     w->last_error_index = SIZE_MAX;
+    if (s == BROADPHASE_OK && events && !events_update(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (events) w->events.last_ok = s == BROADPHASE_OK;
     if (s == BROADPHASE_OK) {
         w->added_count = 0;
         w->stats.steps++;

@@ -256,6 +256,7 @@ void broadphase_destroy(broadphase_world *w) {
     kdtree_destroy(w);
     octree_destroy(w);
     pairs_release(w);
+    events_release(w);
     threads_scratch_free(&w->scratch);
     world_free(w, w->column_block, column_block_bytes(w->capacity));
     world_free(w, w->free_ids, w->free_capacity * sizeof(uint32_t));

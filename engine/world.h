@@ -3,6 +3,7 @@
 #pragma once
 
 #include "broadphase.h"
+#include "events.h"
 #include "pairs.h"
 #include "parallel.h"
 
@@ -61,6 +62,7 @@ struct broadphase_world {
     size_t flat_capacity; /* floats */
 
     pairs_state pairs;
+    events_state events;     /* config.pair_events only */
     threads_scratch scratch; /* per-worker working memory of the methods */
     struct kdtree *kdtree;
     struct octree *octree;

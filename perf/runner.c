@@ -36,6 +36,7 @@ typedef struct options {
     size_t check_sample;
     size_t check_full_limit;
     bool quiet;
+    bool events; /* config.pair_events, with counts of the pairs begun and ended */
     bool verbose;
     bool levels; /* the per-level table of the tree after the last step */
 } options;
@@ -77,6 +78,8 @@ static void usage(FILE *out) {
             "  --check-sample K      objects per frame whose pairs the sampled check recomputes\n"
             "                        with the exact predicates (default 1000)\n"
             "  --quiet               no per-frame lines\n"
+            "  --events              pair events on (config.pair_events; their merge is part of\n"
+            "                        the step): counts of pairs begun and ended are printed\n"
             "  --verbose             per-frame lines even for more than %d frames, and --levels\n"
             "  --levels              after the summary, the tree level by level as of the last\n"
             "                        step: nodes, leaves and objects held at each depth\n"
@@ -142,6 +145,10 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         if (strcmp(arg, "--quiet") == 0) {
             o->quiet = true;
+            continue;
+        }
+        if (strcmp(arg, "--events") == 0) {
+            o->events = true;
             continue;
         }
         if (strcmp(arg, "--verbose") == 0) {
@@ -736,6 +743,7 @@ int main(int argc, char **argv) {
     if (o.rebuild_threshold > 0.0f) cfg.rebuild_threshold = o.rebuild_threshold;
     if (o.looseness_set) cfg.looseness = o.looseness;
     cfg.initial_capacity = o.count;
+    cfg.pair_events = o.events;
 
     bool full_check = o.check && o.count <= o.check_full_limit;
     bool sampled_check = o.check && !full_check;
@@ -834,6 +842,7 @@ int main(int argc, char **argv) {
                "search ms", "output ms", "move ms");
     }
     double run_start = now_ms();
+    size_t begun_total = 0, ended_total = 0;
     for (size_t f = 0; f < o.frames; f++) {
         double move_ms = 0.0;
         /* Frame 0 steps the positions just added; later frames push every position again so
@@ -869,6 +878,16 @@ int main(int argc, char **argv) {
         ft.output[f] = stats.output_ms;
         ft.pairs[f] = pairs.count;
         frames_done = f + 1;
+        if (o.events) {
+            broadphase_events ev;
+            st = broadphase_pair_events(w, &ev);
+            if (st != BROADPHASE_OK) {
+                api_error(w, "broadphase_pair_events", f, st);
+                goto done;
+            }
+            begun_total += ev.begun.count;
+            ended_total += ev.ended.count;
+        }
         if (lines) {
             printf("%6zu %12zu %10.3f %10.3f %10.3f %10.3f %10.3f\n", f, pairs.count, step_ms,
                    stats.update_ms, stats.search_ms, stats.output_ms, move_ms);
@@ -941,6 +960,9 @@ int main(int argc, char **argv) {
                    (double)o.count / (median * 1e-3));
         }
     }
+    if (o.events && n > 0)
+        printf("events: %zu pairs begun, %zu ended over %zu frames (the first frame's begun: all)\n",
+               begun_total, ended_total, n);
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
     printf("structure: %llu steps, %llu rebuilds, %llu refits\n", (unsigned long long)stats.steps,

@@ -73,6 +73,7 @@ typedef struct model {
     int dims;
     size_t capacity;
     bool *live;
+    uint32_t *gen; /* by id: how many times it was handed out (a new object each time) */
     uint8_t *is_sphere;
     float *min[3], *max[3], *center[3], *radius;
 } model;
@@ -82,6 +83,7 @@ static void model_init(model *m, int dims, size_t capacity) {
     m->dims = dims;
     m->capacity = capacity;
     m->live = calloc(capacity, 1);
+    m->gen = calloc(capacity, sizeof(uint32_t));
     m->is_sphere = calloc(capacity, 1);
     for (int k = 0; k < 3; k++) {
         m->min[k] = calloc(capacity, sizeof(float));
@@ -93,6 +95,7 @@ static void model_init(model *m, int dims, size_t capacity) {
 
 static void model_free(model *m) {
     free(m->live);
+    free(m->gen);
     free(m->is_sphere);
     for (int k = 0; k < 3; k++) {
         free(m->min[k]);
@@ -175,6 +178,7 @@ static void apply(broadphase_world **w, int count, model *m, uint32_t *ids, size
     for (size_t i = 0; i < n; i++) {
         uint32_t id = ids[i];
         m->live[id] = true;
+        m->gen[id] += add;
         m->is_sphere[id] = sphere;
         for (int k = 0; k < 3; k++) {
             /* The model keeps what the predicates need: boxes their bounds, spheres centre and
@@ -212,19 +216,71 @@ static size_t live_count(const model *m) {
     return n;
 }
 
+/* The events between two steps from the model: pairs in `now` and not in `before` began, pairs
+ * in `before` and not in `now` ended, and a pair in both whose ids were handed out again in
+ * between (gen differs from before_gen) did both. */
+static void model_events(const pair_list *before, const uint32_t *before_gen, const pair_list *now,
+                         const uint32_t *gen, pair_list *begun, pair_list *ended) {
+    begun->count = ended->count = 0;
+    size_t i = 0, j = 0;
+    while (i < now->count || j < before->count) {
+        uint64_t kn = i < now->count ? (uint64_t)now->data[i].a << 32 | now->data[i].b : UINT64_MAX;
+        uint64_t kb =
+            j < before->count ? (uint64_t)before->data[j].a << 32 | before->data[j].b : UINT64_MAX;
+        if (kn < kb) {
+            pair_list_push(begun, now->data[i].a, now->data[i].b);
+            i++;
+        } else if (kb < kn) {
+            pair_list_push(ended, before->data[j].a, before->data[j].b);
+            j++;
+        } else {
+            broadphase_pair p = now->data[i];
+            if (gen[p.a] != before_gen[p.a] || gen[p.b] != before_gen[p.b]) {
+                pair_list_push(begun, p.a, p.b);
+                pair_list_push(ended, p.a, p.b);
+            }
+            i++;
+            j++;
+        }
+    }
+}
+
+static broadphase_world *make_world_events(int dims, broadphase_method method,
+                                           broadphase_update_policy update, int threads,
+                                           float looseness) {
+    broadphase_config c = broadphase_config_default(dims);
+    c.method = method;
+    c.update = update;
+    c.threads = threads;
+    if (looseness != 0.0f) c.looseness = looseness;
+    c.pair_events = true;
+    broadphase_world *w = NULL;
+    if (broadphase_create(&c, &w) != BROADPHASE_OK) return NULL;
+    return w;
+}
+
+/* Every step of every method is checked against the model's pairs, and its pair events against
+ * the model's difference of consecutive steps (ids reused by later adds included). */
 static void interleaved(int dims) {
     enum { WORLDS = 6, CAP = 4096, FRAMES = 200 };
     broadphase_world *w[WORLDS];
-    w[0] = make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-    w[1] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2);
-    w[2] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3);
-    w[3] = make_world(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1);
-    w[4] = make_world(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2);
-    w[5] = make_world_loose(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f);
-    for (int i = 0; i < WORLDS; i++) REQUIRE(w[i]);
+    w[0] = make_world_events(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
+    w[1] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f);
+    w[2] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f);
+    w[3] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f);
+    w[4] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f);
+    w[5] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f);
+    for (int i = 0; i < WORLDS; i++) {
+        REQUIRE(w[i]);
+        broadphase_events none;
+        CHECK_EQ_INT(broadphase_pair_events(w[i], &none), BROADPHASE_OK);
+        CHECK(none.begun.count == 0 && none.ended.count == 0); /* before the first step */
+    }
     model m;
     model_init(&m, dims, CAP);
-    pair_list want = {0};
+    pair_list want = {0}, before = {0}, begun = {0}, ended = {0};
+    uint32_t *before_gen = calloc(CAP, sizeof(uint32_t));
+    size_t begun_total = 0, ended_total = 0, reborn = 0;
     uint64_t rng = 12345 + (uint64_t)dims;
     float side = dims == 3 ? 30.0f : 80.0f;
     float mn[64][3], mx[64][3], c[64][3], r[64];
@@ -269,17 +325,39 @@ static void interleaved(int dims) {
             }
         }
         model_pairs(&m, &want);
+        model_events(&before, before_gen, &want, m.gen, &begun, &ended);
+        begun_total += begun.count;
+        ended_total += ended.count;
+        for (size_t i = 0; i < begun.count; i++)
+            reborn += m.gen[begun.data[i].a] != before_gen[begun.data[i].a] &&
+                      before_gen[begun.data[i].a] != 0;
         for (int i = 0; i < WORLDS; i++) {
             TEST_CONTEXT("dims %d frame %d world %d objects %zu", dims, f, i, live_count(&m));
             CHECK_EQ_INT(broadphase_object_count(w[i]), live_count(&m));
             broadphase_pairs got = step_ok(w[i]);
             CHECK(pairs_equal(want.data, want.count, got.data, got.count, "interleaved"));
+            broadphase_events ev;
+            CHECK_EQ_INT(broadphase_pair_events(w[i], &ev), BROADPHASE_OK);
+            CHECK(pairs_equal(begun.data, begun.count, ev.begun.data, ev.begun.count, "begun"));
+            CHECK(pairs_equal(ended.data, ended.count, ev.ended.data, ev.ended.count, "ended"));
             if (i >= 4) check_levels(w[i], 1 << dims);
         }
+        before.count = 0;
+        for (size_t i = 0; i < want.count; i++)
+            pair_list_push(&before, want.data[i].a, want.data[i].b);
+        memcpy(before_gen, m.gen, CAP * sizeof(uint32_t));
     }
+    /* The scenario must have exercised every kind of event, reused ids included. */
+    TEST_CONTEXT("dims %d: %zu begun, %zu ended, %zu by reused ids", dims, begun_total, ended_total,
+                 reborn);
+    CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10);
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
     model_free(&m);
     free(want.data);
+    free(before.data);
+    free(begun.data);
+    free(ended.data);
+    free(before_gen);
 }
 
 TEST(interleaved_add_remove_move_3d) {
@@ -288,6 +366,56 @@ TEST(interleaved_add_remove_move_3d) {
 
 TEST(interleaved_add_remove_move_2d) {
     interleaved(2);
+}
+
+/* Pair events by hand, for every method: a pair that continues is no event; a removed object
+ * ends its pairs; an id handed out again to a new object in the same place ends the old pair and
+ * begins the new one; a world without pair_events refuses, and NULL is refused. */
+TEST(pair_events_removal_and_reused_id) {
+    for (size_t ti = 0; ti < 3; ti++) {
+        broadphase_method method = ti == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
+                                   : ti == 1 ? BROADPHASE_METHOD_KDTREE
+                                             : BROADPHASE_METHOD_OCTREE;
+        TEST_CONTEXT("method %d", (int)method);
+        broadphase_world *w = make_world_events(3, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
+        REQUIRE(w);
+        /* 0 and 1 overlap, 2 overlaps 1, 3 is alone. */
+        float x0[] = {0, 1.5f, 2.5f, 10}, x1[] = {2, 3, 4, 11}, lo[] = {0, 0, 0, 0},
+              hi[] = {1, 1, 1, 1};
+        broadphase_boxes b = {x0, lo, lo, x1, hi, hi};
+        uint32_t ids[4];
+        CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+        step_ok(w);
+        broadphase_events ev;
+        CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+        broadphase_pair first[] = {{0, 1}, {1, 2}};
+        CHECK(pairs_equal(first, 2, ev.begun.data, ev.begun.count, "first begun"));
+        CHECK(ev.ended.count == 0);
+        step_ok(w); /* nothing moved: no events */
+        CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+        CHECK(ev.begun.count == 0 && ev.ended.count == 0);
+        /* Object 0 is removed and a new object is added where it was: it gets id 0 again. */
+        uint32_t zero = 0, again;
+        CHECK_EQ_INT(broadphase_remove(w, 1, &zero), BROADPHASE_OK);
+        broadphase_boxes one = {x0, lo, lo, x1, hi, hi};
+        CHECK_EQ_INT(broadphase_add_boxes(w, 1, &one, &again), BROADPHASE_OK);
+        CHECK(again == 0);
+        /* And object 2 is removed for good. */
+        uint32_t two = 2;
+        CHECK_EQ_INT(broadphase_remove(w, 1, &two), BROADPHASE_OK);
+        step_ok(w);
+        CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+        broadphase_pair began[] = {{0, 1}}, ended[] = {{0, 1}, {1, 2}};
+        CHECK(pairs_equal(began, 1, ev.begun.data, ev.begun.count, "reused begun"));
+        CHECK(pairs_equal(ended, 2, ev.ended.data, ev.ended.count, "reused ended"));
+        CHECK_EQ_INT(broadphase_pair_events(w, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_pair_events(NULL, &ev), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        broadphase_destroy(w);
+        w = make_world(3, method, BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_ERROR_INVALID_CONFIG);
+        broadphase_destroy(w);
+    }
 }
 
 /* Remove everything, step, add again: the tree empties and comes back. */
@@ -398,7 +526,8 @@ TEST(pair_count_jumps_and_skew) {
                                                 BROADPHASE_METHOD_BRUTE_FORCE};
     static const int threads[] = {1, 3};
     enum { N = 2000 };
-    pair_list want = {0};
+    pair_list want = {0}, before = {0}, begun = {0}, ended = {0};
+    static const uint32_t gen[N]; /* no id is handed out twice here */
     for (size_t mi = 0; mi < 3; mi++) {
         for (size_t ti = 0; ti < 2; ti++) {
             scene s;
@@ -409,13 +538,17 @@ TEST(pair_count_jumps_and_skew) {
                 memcpy(spread[3 + k], s.max[k], N * sizeof(float));
             }
             uint32_t ids[N];
-            broadphase_world *w = make_world(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti]);
+            broadphase_world *w =
+                make_world_events(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti], 0.0f);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
-            /* 0, 1: spread; 2, 3: all nearly on one spot (the pool overflows, and the step is
-             * searched again); 4, 5: spread with object 0 covering the world; 6: spread again;
-             * 7: on one spot again; 8, 9: spread with objects 0..39 covering the world, whose
-             * 80 000 pairs all fall in the first bucket, more than a worker's share. */
+            before.count = 0;
+            /* Pair events are checked too: the jumps between a few pairs and millions make
+             * merges of many chunks, led by either list. 0, 1: spread; 2, 3: all nearly on one spot
+             * (the pool overflows, and the step is searched again); 4, 5: spread with object 0
+             * covering the world; 6: spread again; 7: on one spot again; 8, 9: spread with objects
+             * 0..39 covering the world, whose 80 000 pairs all fall in the first bucket, more than
+             * a worker's share. */
             for (int f = 0; f < 10; f++) {
                 for (size_t i = 0; i < N; i++) {
                     for (int k = 0; k < 3; k++) {
@@ -438,12 +571,23 @@ TEST(pair_count_jumps_and_skew) {
                 CHECK(pairs_equal(want.data, want.count, got.data, got.count, "step"));
                 if (f == 2) CHECK(got.count == (size_t)N * (N - 1) / 2);
                 if (f == 4) CHECK(got.count > N - 1);
+                model_events(&before, gen, &want, gen, &begun, &ended);
+                broadphase_events ev;
+                CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+                CHECK(pairs_equal(begun.data, begun.count, ev.begun.data, ev.begun.count, "begun"));
+                CHECK(pairs_equal(ended.data, ended.count, ev.ended.data, ev.ended.count, "ended"));
+                before.count = 0;
+                for (size_t i = 0; i < want.count; i++)
+                    pair_list_push(&before, want.data[i].a, want.data[i].b);
             }
             broadphase_destroy(w);
             scene_free(&s);
         }
     }
     free(want.data);
+    free(before.data);
+    free(begun.data);
+    free(ended.data);
 }
 
 /* While a step holds the world, every mutation and a second step are refused with BUSY and
@@ -517,5 +661,5 @@ TEST(large_batch_names_first_bad_element) {
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
-          TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
-          TEST_ENTRY(large_batch_names_first_bad_element))
+          TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(pair_count_jumps_and_skew),
+          TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))

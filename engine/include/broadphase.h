@@ -71,6 +71,10 @@ typedef struct broadphase_config {
      * cell border it crosses. 1 gives the strict octree. Default 1.5 (measured: see perf/NOTES.md);
      * range 1..4. */
     float looseness;
+    /* Keep the previous step's pairs and report, after each step, the pairs that began and
+     * ended (broadphase_pair_events). Costs a second pair buffer and a linear merge per step.
+     * Default false. */
+    bool pair_events;
 } broadphase_config;
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
@@ -124,6 +128,21 @@ typedef struct broadphase_pairs {
 broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
 /* The pairs of the last successful step (empty before the first step). */
 broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
+
+/* Pair events, for worlds created with config.pair_events. `begun`: the pairs of the last
+ * successful step that were not pairs of the successful step before it; `ended`: the pairs of
+ * that earlier step that are not pairs now, among them every pair of an object removed since.
+ * An id removed and handed out again in between counts as a new object: its old pairs end and
+ * its new ones begin, even between the same two ids. Both lists are sorted by (a, b); before
+ * the first step both are empty, and at the first step every pair has begun. A failed step
+ * changes nothing here: the next successful one is compared with the last successful one. The
+ * arrays are owned by the world and valid until the next mutating call or step.
+ * BROADPHASE_ERROR_INVALID_ARGUMENT for NULL; BROADPHASE_ERROR_INVALID_CONFIG when the world
+ * was created without pair_events. */
+typedef struct broadphase_events {
+    broadphase_pairs begun, ended;
+} broadphase_events;
+broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_events *events_out);
 
 /* Inspection. Times are of the last step, in milliseconds. */
 typedef struct broadphase_stats {

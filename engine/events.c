@@ -1,0 +1,143 @@
+/* Pair events: one merge of the previous and the current sorted pair lists, cut into chunks of
+ * the longer list (the other list's share found by binary search), counted, then written. */
+#include "events.h"
+
+#include "parallel.h"
+#include "world.h"
+
+#include <string.h>
+
+enum { EVENT_CHUNK = 65536 }; /* pairs of the longer list per chunk */
+
+static uint64_t key_of(broadphase_pair p) {
+    return (uint64_t)p.a << 32 | p.b;
+}
+
+/* The first index in [0, n) whose key is not below k. */
+static size_t lower_bound(const broadphase_pair *list, size_t n, uint64_t k) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key_of(list[mid]) < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+typedef struct merge_ctx {
+    broadphase_world *w;
+    const broadphase_pair *lead, *other; /* chunks are cut along lead */
+    size_t lead_count, other_count;
+    bool lead_is_current;
+    size_t chunks;
+    bool write;
+    bool any_fresh; /* ids were added since the previous step */
+} merge_ctx;
+
+static void merge_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const merge_ctx *c = p;
+    events_state *e = &c->w->events;
+    size_t l0 = chunk * EVENT_CHUNK,
+           l1 = l0 + EVENT_CHUNK < c->lead_count ? l0 + EVENT_CHUNK : c->lead_count;
+    size_t o0 = chunk == 0 ? 0 : lower_bound(c->other, c->other_count, key_of(c->lead[l0]));
+    size_t o1 = chunk + 1 >= c->chunks ? c->other_count
+                                       : lower_bound(c->other, c->other_count, key_of(c->lead[l1]));
+    const broadphase_pair *cur = c->lead_is_current ? c->lead : c->other;
+    const broadphase_pair *prev = c->lead_is_current ? c->other : c->lead;
+    size_t i = c->lead_is_current ? l0 : o0, i_end = c->lead_is_current ? l1 : o1;
+    size_t j = c->lead_is_current ? o0 : l0, j_end = c->lead_is_current ? o1 : l1;
+    size_t nb = c->write ? e->chunk_count[2 * chunk] : 0;
+    size_t ne = c->write ? e->chunk_count[2 * chunk + 1] : 0;
+    const uint8_t *fresh = e->fresh;
+    while (i < i_end || j < j_end) {
+        uint64_t kc = i < i_end ? key_of(cur[i]) : UINT64_MAX;
+        uint64_t kp = j < j_end ? key_of(prev[j]) : UINT64_MAX;
+        bool begins = kc < kp, ends = kp < kc;
+        if (kc == kp && c->any_fresh) begins = ends = fresh[cur[i].a] | fresh[cur[i].b];
+        if (begins && c->write) e->begun[nb] = cur[i];
+        if (ends && c->write) e->ended[ne] = prev[j];
+        nb += begins;
+        ne += ends;
+        i += kc <= kp;
+        j += kp <= kc;
+    }
+    if (!c->write) {
+        e->chunk_count[2 * chunk] = nb;
+        e->chunk_count[2 * chunk + 1] = ne;
+    }
+}
+
+static bool fresh_reserve(broadphase_world *w, events_state *e, size_t need) {
+    if (need <= e->fresh_capacity) return true;
+    size_t cap = e->fresh_capacity + e->fresh_capacity / 2;
+    if (cap < need) cap = need;
+    uint8_t *fresh = world_alloc(w, cap);
+    if (!fresh) return false;
+    memset(fresh, 0, cap);
+    world_free(w, e->fresh, e->fresh_capacity);
+    e->fresh = fresh;
+    e->fresh_capacity = cap;
+    return true;
+}
+
+bool events_update(broadphase_world *w) {
+    events_state *e = &w->events;
+    const pairs_state *ps = &w->pairs;
+    e->begun_count = e->ended_count = 0;
+    merge_ctx c = {w,    ps->out, ps->prev, ps->count,         ps->prev_count,
+                   true, 0,       false,    w->added_count > 0};
+    if (ps->prev_count > ps->count) {
+        c.lead = ps->prev;
+        c.other = ps->out;
+        c.lead_count = ps->prev_count;
+        c.other_count = ps->count;
+        c.lead_is_current = false;
+    }
+    c.chunks = c.lead_count == 0 ? 1 : (c.lead_count + EVENT_CHUNK - 1) / EVENT_CHUNK;
+    if (!fresh_reserve(w, e, (size_t)w->id_end + 1) ||
+        !world_grow(w, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
+                    0))
+        return false;
+    for (size_t i = 0; i < w->added_count; i++) e->fresh[w->added[i]] = 1;
+    threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
+    size_t nb = 0, ne = 0;
+    for (size_t i = 0; i < c.chunks; i++) {
+        size_t b = e->chunk_count[2 * i], d = e->chunk_count[2 * i + 1];
+        e->chunk_count[2 * i] = nb;
+        e->chunk_count[2 * i + 1] = ne;
+        nb += b;
+        ne += d;
+    }
+    bool ok =
+        world_grow(w, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
+        world_grow(w, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
+    if (ok) {
+        c.write = true;
+        threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
+        e->begun_count = nb;
+        e->ended_count = ne;
+    }
+    for (size_t i = 0; i < w->added_count; i++) e->fresh[w->added[i]] = 0;
+    return ok;
+}
+
+void events_release(broadphase_world *w) {
+    events_state *e = &w->events;
+    world_free(w, e->begun, e->begun_capacity * sizeof(broadphase_pair));
+    world_free(w, e->ended, e->ended_capacity * sizeof(broadphase_pair));
+    world_free(w, e->fresh, e->fresh_capacity);
+    world_free(w, e->chunk_count, e->chunk_capacity * sizeof(size_t));
+    memset(e, 0, sizeof *e);
+}
+
+broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_events *events_out) {
+    if (!w || !events_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!w->config.pair_events) return BROADPHASE_ERROR_INVALID_CONFIG;
+    const events_state *e = &w->events;
+    events_out->begun = (broadphase_pairs){e->begun_count ? e->begun : NULL, e->begun_count};
+    events_out->ended = (broadphase_pairs){e->ended_count ? e->ended : NULL, e->ended_count};
+    return BROADPHASE_OK;
+}
