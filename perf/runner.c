@@ -961,8 +961,9 @@ int main(int argc, char **argv) {
         }
     }
     if (o.events && n > 0)
-        printf("events: %zu pairs begun, %zu ended over %zu frames (the first frame's begun: all)\n",
-               begun_total, ended_total, n);
+        printf(
+            "events: %zu pairs begun, %zu ended over %zu frames (the first frame's begun: all)\n",
+            begun_total, ended_total, n);
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
     printf("structure: %llu steps, %llu rebuilds, %llu refits\n", (unsigned long long)stats.steps,
