@@ -162,7 +162,7 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
 void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h) {
     if (h == 0) return;
-    if (w->sphere_count == 0) {
+    if (w->sphere_count == 0 && !w->filter_category) {
         for (size_t j = 0; j < h; j++)
             pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
         return;

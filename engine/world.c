@@ -168,8 +168,26 @@ static size_t sphere_vs_boxes(const broadphase_world *w, const float qc[3], floa
     return kept;
 }
 
+/* Of the candidates, those the collision filters let pair with `id`, into out (may alias). */
+static size_t filter_candidates(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
+                                size_t count, uint32_t *out) {
+    const uint32_t *cat = w->filter_category, *mask = w->filter_mask, *group = w->filter_group;
+    uint32_t ca = cat[id], ma = mask[id], ga = group[id];
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t c = candidates[i];
+        out[kept] = c;
+        kept += (ca & mask[c]) != 0 && (cat[c] & ma) != 0 && (ga == 0 || group[c] != ga);
+    }
+    return kept;
+}
+
 size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch) {
+    if (w->filter_category) {
+        count = filter_candidates(w, id, candidates, count, out);
+        candidates = out;
+    }
     if (w->sphere_count == 0) {
         if (out != candidates) memmove(out, candidates, count * sizeof(uint32_t));
         return count;
@@ -261,6 +279,9 @@ void broadphase_destroy(broadphase_world *w) {
     world_free(w, w->column_block, column_block_bytes(w->capacity));
     world_free(w, w->free_ids, w->free_capacity * sizeof(uint32_t));
     world_free(w, w->added, w->added_capacity * sizeof(uint32_t));
+    world_free(w, w->filter_category, w->filter_capacity * sizeof(uint32_t));
+    world_free(w, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
+    world_free(w, w->filter_group, w->filter_capacity * sizeof(uint32_t));
     world_free(w, w->flat, w->flat_capacity * sizeof(float));
     free(w);
 }
@@ -585,12 +606,44 @@ static int compare_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+static const broadphase_filter default_filter = {1u, 0xFFFFFFFFu, 0u};
+
+/* Filter columns for ids below `need` (new entries hold the default filter). */
+static bool filter_reserve(broadphase_world *w, size_t need) {
+    if (need <= w->filter_capacity) return true;
+    size_t old = w->filter_capacity, cap = old + old / 2;
+    if (cap < need) cap = need;
+    uint32_t **cols[3] = {&w->filter_category, &w->filter_mask, &w->filter_group};
+    uint32_t *grown[3] = {NULL, NULL, NULL};
+    for (int c = 0; c < 3; c++) {
+        grown[c] = world_alloc(w, cap * sizeof(uint32_t));
+        if (!grown[c]) {
+            for (int d = 0; d < c; d++) world_free(w, grown[d], cap * sizeof(uint32_t));
+            return false;
+        }
+        if (old) memcpy(grown[c], *cols[c], old * sizeof(uint32_t));
+    }
+    for (size_t i = old; i < cap; i++) {
+        grown[0][i] = default_filter.category;
+        grown[1][i] = default_filter.mask;
+        grown[2][i] = default_filter.group;
+    }
+    for (int c = 0; c < 3; c++) {
+        world_free(w, *cols[c], old * sizeof(uint32_t));
+        *cols[c] = grown[c];
+    }
+    w->filter_capacity = cap;
+    return true;
+}
+
 /* Reserves everything an add of `count` objects needs, then hands out the ids. */
 static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *ids_out) {
     size_t reuse = count < w->free_count ? count : w->free_count;
     size_t fresh = count - reuse;
     if (fresh > (size_t)(WORLD_NONE - 1) - w->id_end) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!store_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->filter_category && !filter_reserve(w, w->id_end + fresh))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
                     sizeof(uint32_t), w->added_count))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -603,6 +656,13 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     memcpy(w->added + w->added_count, ids_out, count * sizeof(uint32_t));
     w->added_count += count;
     w->live_count += count;
+    if (w->filter_category) { /* a reused id starts with the default filter again */
+        for (size_t i = 0; i < count; i++) {
+            w->filter_category[ids_out[i]] = default_filter.category;
+            w->filter_mask[ids_out[i]] = default_filter.mask;
+            w->filter_group[ids_out[i]] = default_filter.group;
+        }
+    }
     return BROADPHASE_OK;
 }
 
@@ -680,6 +740,44 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
     fail(w, s, bad);
     world_leave(w);
     return s;
+}
+
+broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, const uint32_t *ids,
+                                         const broadphase_filter *filters) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!ids || !filters)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_ids(w, count, ids, &bad);
+        if (s == BROADPHASE_OK && !filter_reserve(w, w->id_end)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (s == BROADPHASE_OK) {
+            for (size_t i = 0; i < count; i++) {
+                w->filter_category[ids[i]] = filters[i].category;
+                w->filter_mask[ids[i]] = filters[i].mask;
+                w->filter_group[ids[i]] = filters[i].group;
+            }
+        }
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
+                                        broadphase_filter *filter_out) {
+    if (!w || !filter_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (id >= w->id_end || w->kind[id] == OBJECT_FREE) return BROADPHASE_ERROR_UNKNOWN_ID;
+    if (!w->filter_category) {
+        *filter_out = default_filter;
+        return BROADPHASE_OK;
+    }
+    *filter_out =
+        (broadphase_filter){w->filter_category[id], w->filter_mask[id], w->filter_group[id]};
+    return BROADPHASE_OK;
 }
 
 broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uint32_t *ids) {

@@ -52,6 +52,11 @@ struct broadphase_world {
     size_t free_count, free_capacity;
     bool free_sorted;
 
+    /* Collision filters by id (broadphase_set_filters); NULL until one is first set, so that a
+     * world without filters pays nothing. */
+    uint32_t *filter_category, *filter_mask, *filter_group;
+    size_t filter_capacity;
+
     /* Ids added since the last step (methods that keep structure insert them). */
     uint32_t *added;
     size_t added_count, added_capacity;
@@ -88,8 +93,9 @@ struct simd_spheres;
 void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
 
 /* The exact test after the box test: of the candidate ids (whose bounding boxes overlap object
- * `id`'s), keeps in `out` (may alias) those whose shapes really overlap it; returns how many.
- * All pass at once when the world holds no spheres. `scratch` has room for `count` ids. */
+ * `id`'s), keeps in `out` (may alias) those that the collision filters let pair with it and
+ * whose shapes really overlap it; returns how many. All pass at once when the world holds no
+ * spheres and has no filters. `scratch` has room for `count` ids. */
 size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch);
 

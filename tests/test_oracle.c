@@ -260,7 +260,71 @@ TEST(determinism_across_threads) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
+/* Collision filters on every scene: random categories, masks and groups on the objects, every
+ * method at 1 and 3 threads over a few moving frames, against the naive reference with the same
+ * rule applied to its pairs (the engine filters inside the search; the reference afterwards). */
+TEST(filters_on_every_scene) {
+    static const broadphase_method methods[] = {BROADPHASE_METHOD_BRUTE_FORCE,
+                                                BROADPHASE_METHOD_KDTREE, BROADPHASE_METHOD_OCTREE};
+    pair_list all = {0}, want = {0};
+    size_t kept_total = 0, dropped_total = 0;
+    for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
+        size_t n = scene_size_cap((scene_kind)kind) < 700 ? scene_size_cap((scene_kind)kind) : 700;
+        for (size_t mi = 0; mi < 3; mi++) {
+            for (int ti = 0; ti < 2; ti++) {
+                scene s;
+                REQUIRE(scene_make(&s, (scene_kind)kind, n, 77));
+                uint32_t *ids = malloc((n + 1) * sizeof *ids);
+                broadphase_filter *fl = malloc((n + 1) * sizeof *fl);
+                int threads = ti == 0 ? 1 : 3;
+                TEST_CONTEXT("scene %s method %d threads %d", scene_name(s.kind), (int)methods[mi],
+                             threads);
+                broadphase_world *w =
+                    make_world(s.dimensions, methods[mi], BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                add_scene(&s, w, ids);
+                uint64_t rng = 99 + (uint64_t)kind;
+                for (size_t i = 0; i < n; i++) {
+                    fl[i].category = 1u << (int)(scene_uniform(&rng) * 2.99f);
+                    fl[i].mask = scene_uniform(&rng) < 0.5f
+                                     ? 0xFFFFFFFFu
+                                     : (uint32_t)(scene_uniform(&rng) * 7.99f);
+                    fl[i].group = scene_uniform(&rng) < 0.7f ? 0u : 1u + (uint32_t)(i % 5);
+                }
+                CHECK_EQ_INT(broadphase_set_filters(w, n, ids, fl), BROADPHASE_OK);
+                for (int f = 0; f < 3; f++) {
+                    if (f > 0) {
+                        scene_advance(&s);
+                        CHECK_EQ_INT(scene_move_in_world(&s, w, ids), BROADPHASE_OK);
+                    }
+                    broadphase_pairs got = step_ok(w);
+                    naive_pairs(&s, ids, &all);
+                    want.count = 0;
+                    for (size_t p = 0; p < all.count; p++) {
+                        /* ids are 0..n-1 in scene order: the world was empty */
+                        const broadphase_filter *a = &fl[all.data[p].a], *b = &fl[all.data[p].b];
+                        bool pass = (a->category & b->mask) && (b->category & a->mask) &&
+                                    !(a->group != 0 && a->group == b->group);
+                        if (pass) pair_list_push(&want, all.data[p].a, all.data[p].b);
+                    }
+                    kept_total += want.count;
+                    dropped_total += all.count - want.count;
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "filtered"));
+                }
+                broadphase_destroy(w);
+                free(fl);
+                free(ids);
+                scene_free(&s);
+            }
+        }
+    }
+    CHECK(kept_total > 10000 && dropped_total > 10000);
+    free(all.data);
+    free(want.data);
+}
+
+TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
+          TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
           TEST_ENTRY(octree_refit_equals_brute_force),
           TEST_ENTRY(octree_rebuild_and_auto_equal_brute_force), TEST_ENTRY(kdtree_tuning_extremes),

@@ -74,6 +74,7 @@ typedef struct model {
     size_t capacity;
     bool *live;
     uint32_t *gen; /* by id: how many times it was handed out (a new object each time) */
+    uint32_t *cat, *mask, *group; /* collision filters, as broadphase_set_filters sets them */
     uint8_t *is_sphere;
     float *min[3], *max[3], *center[3], *radius;
 } model;
@@ -84,6 +85,9 @@ static void model_init(model *m, int dims, size_t capacity) {
     m->capacity = capacity;
     m->live = calloc(capacity, 1);
     m->gen = calloc(capacity, sizeof(uint32_t));
+    m->cat = calloc(capacity, sizeof(uint32_t));
+    m->mask = calloc(capacity, sizeof(uint32_t));
+    m->group = calloc(capacity, sizeof(uint32_t));
     m->is_sphere = calloc(capacity, 1);
     for (int k = 0; k < 3; k++) {
         m->min[k] = calloc(capacity, sizeof(float));
@@ -96,6 +100,9 @@ static void model_init(model *m, int dims, size_t capacity) {
 static void model_free(model *m) {
     free(m->live);
     free(m->gen);
+    free(m->cat);
+    free(m->mask);
+    free(m->group);
     free(m->is_sphere);
     for (int k = 0; k < 3; k++) {
         free(m->min[k]);
@@ -114,6 +121,9 @@ static void model_pairs(const model *m, pair_list *out) {
         float ac[3] = {m->center[0][i], m->center[1][i], m->center[2][i]};
         for (size_t j = i + 1; j < m->capacity; j++) {
             if (!m->live[j]) continue;
+            if (!(m->cat[i] & m->mask[j]) || !(m->cat[j] & m->mask[i]) ||
+                (m->group[i] != 0 && m->group[i] == m->group[j]))
+                continue;
             float bmin[3] = {m->min[0][j], m->min[1][j], m->min[2][j]};
             float bmax[3] = {m->max[0][j], m->max[1][j], m->max[2][j]};
             float bc[3] = {m->center[0][j], m->center[1][j], m->center[2][j]};
@@ -179,6 +189,11 @@ static void apply(broadphase_world **w, int count, model *m, uint32_t *ids, size
         uint32_t id = ids[i];
         m->live[id] = true;
         m->gen[id] += add;
+        if (add) { /* every new object starts with the default filter */
+            m->cat[id] = 1;
+            m->mask[id] = 0xFFFFFFFFu;
+            m->group[id] = 0;
+        }
         m->is_sphere[id] = sphere;
         for (int k = 0; k < 3; k++) {
             /* The model keeps what the predicates need: boxes their bounds, spheres centre and
@@ -259,8 +274,9 @@ static broadphase_world *make_world_events(int dims, broadphase_method method,
     return w;
 }
 
-/* Every step of every method is checked against the model's pairs, and its pair events against
- * the model's difference of consecutive steps (ids reused by later adds included). */
+/* Every step of every method is checked against the model's pairs, with collision filters set
+ * at random on the way, and its pair events against the model's difference of consecutive steps
+ * (ids reused by later adds included). */
 static void interleaved(int dims) {
     enum { WORLDS = 6, CAP = 4096, FRAMES = 200 };
     broadphase_world *w[WORLDS];
@@ -280,7 +296,7 @@ static void interleaved(int dims) {
     model_init(&m, dims, CAP);
     pair_list want = {0}, before = {0}, begun = {0}, ended = {0};
     uint32_t *before_gen = calloc(CAP, sizeof(uint32_t));
-    size_t begun_total = 0, ended_total = 0, reborn = 0;
+    size_t begun_total = 0, ended_total = 0, reborn = 0, filtered = 0;
     uint64_t rng = 12345 + (uint64_t)dims;
     float side = dims == 3 ? 30.0f : 80.0f;
     float mn[64][3], mx[64][3], c[64][3], r[64];
@@ -296,7 +312,27 @@ static void interleaved(int dims) {
                 for (size_t i = 0; i < n; i++)
                     random_shape(&rng, dims, side, sphere, mn[i], mx[i], c[i], &r[i]);
                 apply(w, WORLDS, &m, ids, n, sphere, true, mn, mx, c, r);
-            } else if (u < 0.55f && live > n) {
+            } else if (u < 0.45f && live > n) {
+                /* Filters on n distinct live objects: one of four categories, a mask of some of
+                 * them (sometimes all bits), and now and then one of three groups. */
+                pick_distinct_live(&m, &rng, ids, n);
+                broadphase_filter fl[64];
+                for (size_t i = 0; i < n; i++) {
+                    fl[i].category = 1u << (int)(scene_uniform(&rng) * 3.99f);
+                    fl[i].mask = scene_uniform(&rng) < 0.3f
+                                     ? 0xFFFFFFFFu
+                                     : (uint32_t)(scene_uniform(&rng) * 15.99f);
+                    fl[i].group = scene_uniform(&rng) < 0.6f
+                                      ? 0u
+                                      : 1u + (uint32_t)(scene_uniform(&rng) * 2.99f);
+                    m.cat[ids[i]] = fl[i].category;
+                    m.mask[ids[i]] = fl[i].mask;
+                    m.group[ids[i]] = fl[i].group;
+                }
+                for (int i = 0; i < WORLDS; i++)
+                    CHECK_EQ_INT(broadphase_set_filters(w[i], n, ids, fl), BROADPHASE_OK);
+                filtered += n;
+            } else if (u < 0.6f && live > n) {
                 /* Remove n distinct live objects. */
                 pick_distinct_live(&m, &rng, ids, n);
                 for (int i = 0; i < WORLDS; i++)
@@ -348,9 +384,9 @@ static void interleaved(int dims) {
         memcpy(before_gen, m.gen, CAP * sizeof(uint32_t));
     }
     /* The scenario must have exercised every kind of event, reused ids included. */
-    TEST_CONTEXT("dims %d: %zu begun, %zu ended, %zu by reused ids", dims, begun_total, ended_total,
-                 reborn);
-    CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10);
+    TEST_CONTEXT("dims %d: %zu begun, %zu ended, %zu by reused ids, %zu filters set", dims,
+                 begun_total, ended_total, reborn, filtered);
+    CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10 && filtered > 1000);
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
     model_free(&m);
     free(want.data);
@@ -414,6 +450,65 @@ TEST(pair_events_removal_and_reused_id) {
         w = make_world(3, method, BROADPHASE_UPDATE_AUTO, 2);
         REQUIRE(w);
         CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_ERROR_INVALID_CONFIG);
+        broadphase_destroy(w);
+    }
+}
+
+/* Filters by hand: categories and masks both ways, groups, defaults for new and reused ids,
+ * and bad input refused with nothing changed. */
+TEST(filters_by_hand_and_bad_input) {
+    for (size_t ti = 0; ti < 3; ti++) {
+        broadphase_method method = ti == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
+                                   : ti == 1 ? BROADPHASE_METHOD_KDTREE
+                                             : BROADPHASE_METHOD_OCTREE;
+        TEST_CONTEXT("method %d", (int)method);
+        broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        /* Four boxes on one spot: all six pairs overlap. */
+        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
+        broadphase_boxes b = {lo, lo, NULL, hi, hi, NULL};
+        uint32_t ids[4];
+        CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+        broadphase_filter f;
+        CHECK_EQ_INT(broadphase_get_filter(w, 3, &f), BROADPHASE_OK);
+        CHECK(f.category == 1 && f.mask == 0xFFFFFFFFu && f.group == 0);
+        /* 0: category 2, pairs only with category 4; 1: category 4; 2, 3: group 7. */
+        broadphase_filter set[] = {
+            {2, 4, 0}, {4, 0xFFFFFFFFu, 0}, {1, 0xFFFFFFFFu, 7}, {1, 0xFFFFFFFFu, 7}};
+        CHECK_EQ_INT(broadphase_set_filters(w, 4, ids, set), BROADPHASE_OK);
+        broadphase_pairs got = step_ok(w);
+        /* 0-1 (each in the other's mask), 1-2 and 1-3; not 0-2 or 0-3 (their category 1 is not
+         * in 0's mask), not 2-3 (one group). */
+        broadphase_pair want[] = {{0, 1}, {1, 2}, {1, 3}};
+        CHECK(pairs_equal(want, 3, got.data, got.count, "filtered"));
+        /* Bad input: an unknown id (at index 1), a repeated id, NULL; nothing changes. */
+        uint32_t unknown[] = {0, 9}, twice[] = {1, 1};
+        broadphase_filter none[] = {{0, 0, 0}, {0, 0, 0}};
+        CHECK_EQ_INT(broadphase_set_filters(w, 2, unknown, none), BROADPHASE_ERROR_UNKNOWN_ID);
+        CHECK(broadphase_last_error_index(w) == 1);
+        CHECK_EQ_INT(broadphase_set_filters(w, 2, twice, none), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK(broadphase_last_error_index(w) == 1);
+        CHECK_EQ_INT(broadphase_set_filters(w, 2, NULL, none), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_set_filters(w, 2, ids, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_get_filter(w, 9, &f), BROADPHASE_ERROR_UNKNOWN_ID);
+        CHECK_EQ_INT(broadphase_get_filter(w, 0, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_get_filter(w, 0, &f), BROADPHASE_OK);
+        CHECK(f.category == 2 && f.mask == 4 && f.group == 0);
+        got = step_ok(w);
+        CHECK(pairs_equal(want, 3, got.data, got.count, "unchanged after bad input"));
+        /* Object 2 removed, and a new object added on the same spot gets id 2 back with the
+         * default filter: it pairs with 1 and with 3 (no group now), not with 0 (0's mask). */
+        uint32_t two = 2;
+        CHECK_EQ_INT(broadphase_remove(w, 1, &two), BROADPHASE_OK);
+        broadphase_boxes one = {lo, lo, NULL, hi, hi, NULL};
+        uint32_t again;
+        CHECK_EQ_INT(broadphase_add_boxes(w, 1, &one, &again), BROADPHASE_OK);
+        CHECK(again == 2);
+        CHECK_EQ_INT(broadphase_get_filter(w, 2, &f), BROADPHASE_OK);
+        CHECK(f.category == 1 && f.mask == 0xFFFFFFFFu && f.group == 0);
+        got = step_ok(w);
+        broadphase_pair after[] = {{0, 1}, {1, 2}, {1, 3}, {2, 3}};
+        CHECK(pairs_equal(after, 4, got.data, got.count, "reused id"));
         broadphase_destroy(w);
     }
 }
@@ -661,5 +756,6 @@ TEST(large_batch_names_first_bad_element) {
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
-          TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(pair_count_jumps_and_skew),
-          TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))
+          TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
+          TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
+          TEST_ENTRY(large_batch_names_first_bad_element))

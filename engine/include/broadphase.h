@@ -129,6 +129,23 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
 /* The pairs of the last successful step (empty before the first step). */
 broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
 
+/* Collision filtering. Every object has a category (the bits it belongs to), a mask (the
+ * categories it pairs with) and a group: a pair is reported only when each object's category
+ * shares a bit with the other's mask, and never when both are in the same non-zero group (the
+ * parts of one ragdoll, say). A new object gets category 1, mask 0xFFFFFFFF and group 0, so that
+ * everything pairs. The rule is applied inside the pair search, before a pair is output; a world
+ * where no filter was ever set pays nothing for it. */
+typedef struct broadphase_filter {
+    uint32_t category, mask, group;
+} broadphase_filter;
+/* Sets filters[i] on object ids[i]. Bad input (NULL arrays, an unknown id: UNKNOWN_ID, an id
+ * twice in the batch: INVALID_ARGUMENT) changes nothing and names the first bad element. */
+broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, const uint32_t *ids,
+                                         const broadphase_filter *filters);
+/* The filter of a live object (UNKNOWN_ID otherwise). */
+broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
+                                        broadphase_filter *filter_out);
+
 /* Pair events, for worlds created with config.pair_events. `begun`: the pairs of the last
  * successful step that were not pairs of the successful step before it; `ended`: the pairs of
  * that earlier step that are not pairs now, among them every pair of an object removed since.
