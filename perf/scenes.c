@@ -20,7 +20,7 @@ static const char *const scene_names[SCENE_KIND_COUNT] = {
     [SCENE_MOVING] = "moving",     [SCENE_SPHERES] = "spheres",     [SCENE_PLANE2D] = "plane2d",
     [SCENE_MOVING2D] = "moving2d", [SCENE_DENSE] = "dense",         [SCENE_SHAPES] = "shapes",
     [SCENE_SHAPES2D] = "shapes2d", [SCENE_IDENTICAL] = "identical", [SCENE_FLAT] = "flat",
-    [SCENE_HUGE] = "huge",         [SCENE_TINY] = "tiny",
+    [SCENE_HUGE] = "huge",         [SCENE_TINY] = "tiny",           [SCENE_FAR] = "far",
 };
 
 /* Gather buffers for scenes that mix boxes and spheres: the engine takes one kind per call, so
@@ -96,7 +96,7 @@ static bool scene_has_spheres(scene_kind kind) {
 }
 
 static bool scene_is_mixed_shapes(scene_kind kind) {
-    return kind == SCENE_SHAPES || kind == SCENE_SHAPES2D;
+    return kind == SCENE_SHAPES || kind == SCENE_SHAPES2D || kind == SCENE_FAR;
 }
 
 static float *alloc_floats(size_t count) {
@@ -194,6 +194,8 @@ static void set_sphere(scene *s, size_t i, const float c[3], float r) {
     }
 }
 
+enum { FAR_OFFSET = 10000000 }; /* the far scene's shift: 1e7, where floats are 1 apart */
+
 /* Mixed scene: every 100th object 20x larger, every 10 000th 200x (the latter wins). */
 static float mixed_growth(size_t i) {
     return i % 10000 == 0 ? 200.0f : i % 100 == 0 ? 20.0f : 1.0f;
@@ -207,6 +209,8 @@ static void fill_uniform(scene *s, uint64_t *rng, float side, int dims) {
     for (size_t i = 0; i < s->count; i++) {
         float c[3] = {0, 0, 0}, h[3] = {0, 0, 0};
         for (int k = 0; k < dims; k++) c[k] = uniform_in(rng, 0.0f, side);
+        if (s->kind == SCENE_FAR)
+            for (int k = 0; k < dims; k++) c[k] += FAR_OFFSET;
         bool sphere = s->kind == SCENE_SPHERES || (scene_is_mixed_shapes(s->kind) && (i & 1));
         if (sphere) {
             set_sphere(s, i, c, uniform_in(rng, 0.5f, 1.0f));

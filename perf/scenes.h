@@ -23,6 +23,8 @@ typedef enum scene_kind {
     SCENE_FLAT,      /* uniform in x and y, every box with min_z = max_z = 0 */
     SCENE_HUGE,      /* uniform scene scaled so coordinates are around 1e30 */
     SCENE_TINY,      /* uniform scene scaled so coordinates are around 1e-30 */
+    SCENE_FAR, /* shapes (boxes and spheres alternating), centres moved 1e7 away from the origin
+                * on every axis: sizes about 1 where floats are 1 apart (a large world) */
     SCENE_KIND_COUNT
 } scene_kind;
 

@@ -134,6 +134,7 @@ TEST(shapes_and_extents) {
             break;
         case SCENE_SHAPES:
         case SCENE_SHAPES2D:
+        case SCENE_FAR:
             for (size_t i = 0; i < s.count; i++) bad += s.is_sphere[i] != (i & 1);
             break;
         default:
@@ -144,7 +145,7 @@ TEST(shapes_and_extents) {
         CHECK_EQ_INT(s.dimensions, is2d ? 2 : 3);
         /* Centres of the plain scenes lie in [0, L) on every used axis, half-extents [0.5, 1). */
         bool plain = k != SCENE_CLUSTERED && k != SCENE_HUGE && k != SCENE_TINY &&
-                     k != SCENE_IDENTICAL && k != SCENE_MIXED;
+                     k != SCENE_IDENTICAL && k != SCENE_MIXED && k != SCENE_FAR;
         int axes = k == SCENE_FLAT ? 2 : s.dimensions;
         for (size_t i = 0; plain && i < s.count; i++) {
             for (int d = 0; d < axes; d++) {
@@ -172,6 +173,14 @@ TEST(shapes_and_extents) {
                 bad += !isfinite(s.min[0][i]) || !isfinite(s.max[0][i]);
             }
             CHECK(largest > 1e29f && largest < 1e31f);
+        }
+        if (k == SCENE_FAR) { /* centres 1e7 + [0, L) on every axis; sizes still about 1 */
+            for (size_t i = 0; i < s.count; i++) {
+                for (int d = 0; d < 3; d++) {
+                    bad += !(s.center[d][i] >= 1e7f && s.center[d][i] <= 1e7f + s.world_size);
+                    bad += !(s.max[d][i] - s.min[d][i] <= 4.0f);
+                }
+            }
         }
         if (k == SCENE_TINY) {
             for (size_t i = 0; i < s.count; i++) bad += fabsf(s.max[0][i]) > 1e-27f;
