@@ -91,17 +91,28 @@ static inline bool pairs_equal(const broadphase_pair *want, size_t want_count,
 }
 
 /* looseness 0 keeps the default (it only matters to the octree). */
-static inline broadphase_world *make_world_loose(int dims, broadphase_method method,
-                                                 broadphase_update_policy update, int threads,
-                                                 float looseness) {
+static inline broadphase_config test_config(int dims, broadphase_method method,
+                                            broadphase_update_policy update, int threads,
+                                            float looseness) {
     broadphase_config c = broadphase_config_default(dims);
     c.method = method;
     c.update = update;
     c.threads = threads;
     if (looseness != 0.0f) c.looseness = looseness;
+    return c;
+}
+
+static inline broadphase_world *make_world_from(const broadphase_config *c) {
     broadphase_world *w = NULL;
-    if (broadphase_create(&c, &w) != BROADPHASE_OK) return NULL;
+    if (broadphase_create(c, &w) != BROADPHASE_OK) return NULL;
     return w;
+}
+
+static inline broadphase_world *make_world_loose(int dims, broadphase_method method,
+                                                 broadphase_update_policy update, int threads,
+                                                 float looseness) {
+    broadphase_config c = test_config(dims, method, update, threads, looseness);
+    return make_world_from(&c);
 }
 
 static inline broadphase_world *make_world(int dims, broadphase_method method,

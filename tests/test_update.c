@@ -263,15 +263,16 @@ static void model_events(const pair_list *before, const uint32_t *before_gen, co
 static broadphase_world *make_world_events(int dims, broadphase_method method,
                                            broadphase_update_policy update, int threads,
                                            float looseness) {
-    broadphase_config c = broadphase_config_default(dims);
-    c.method = method;
-    c.update = update;
-    c.threads = threads;
-    if (looseness != 0.0f) c.looseness = looseness;
+    broadphase_config c = test_config(dims, method, update, threads, looseness);
     c.pair_events = true;
-    broadphase_world *w = NULL;
-    if (broadphase_create(&c, &w) != BROADPHASE_OK) return NULL;
-    return w;
+    return make_world_from(&c);
+}
+
+/* Brute force, the kd-tree and the octree, for i = 0, 1, 2. */
+static broadphase_method method_at(size_t i) {
+    return i == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
+           : i == 1 ? BROADPHASE_METHOD_KDTREE
+                    : BROADPHASE_METHOD_OCTREE;
 }
 
 /* Every step of every method is checked against the model's pairs, with collision filters set
@@ -409,9 +410,7 @@ TEST(interleaved_add_remove_move_2d) {
  * begins the new one; a world without pair_events refuses, and NULL is refused. */
 TEST(pair_events_removal_and_reused_id) {
     for (size_t ti = 0; ti < 3; ti++) {
-        broadphase_method method = ti == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
-                                   : ti == 1 ? BROADPHASE_METHOD_KDTREE
-                                             : BROADPHASE_METHOD_OCTREE;
+        broadphase_method method = method_at(ti);
         TEST_CONTEXT("method %d", (int)method);
         broadphase_world *w = make_world_events(3, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
         REQUIRE(w);
@@ -458,9 +457,7 @@ TEST(pair_events_removal_and_reused_id) {
  * and bad input refused with nothing changed. */
 TEST(filters_by_hand_and_bad_input) {
     for (size_t ti = 0; ti < 3; ti++) {
-        broadphase_method method = ti == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
-                                   : ti == 1 ? BROADPHASE_METHOD_KDTREE
-                                             : BROADPHASE_METHOD_OCTREE;
+        broadphase_method method = method_at(ti);
         TEST_CONTEXT("method %d", (int)method);
         broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
         REQUIRE(w);
