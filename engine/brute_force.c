@@ -32,6 +32,14 @@ static void brute_job(size_t job, int worker, void *p) {
         const world_box *q = &w->box[i];
         size_t h = simd_box_vs_boxes(q->lo, q->hi, &ctx->boxes, i + 1, n, dims, hits);
         h = world_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
+        if (w->static_count > 0 && w->is_static[i]) { /* static-static pairs are not reported */
+            size_t kept = 0;
+            for (size_t k = 0; k < h; k++) {
+                hits[kept] = hits[k];
+                kept += !w->is_static[hits[k]];
+            }
+            h = kept;
+        }
         for (size_t k = 0; k < h; k++) pairs_writer_push(&wr, (uint32_t)i, hits[k]);
     }
 }

@@ -176,7 +176,7 @@ static void count_live(size_t chunk, int worker, void *p) {
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > c->w->id_end) end = c->w->id_end;
     size_t live = 0;
-    for (size_t i = begin; i < end; i++) live += c->w->kind[i] != OBJECT_FREE;
+    for (size_t i = begin; i < end; i++) live += world_tree_member(c->w, i);
     c->t->chunk_count[chunk] = live;
 }
 
@@ -188,7 +188,7 @@ static void write_records(size_t chunk, int worker, void *p) {
     if (end > w->id_end) end = w->id_end;
     kd_record *r = c->t->records + c->t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
-        if (w->kind[i] == OBJECT_FREE) continue;
+        if (!world_tree_member(w, i)) continue;
         for (int k = 0; k < 3; k++) {
             r->min[k] = w->box[i].lo[k];
             r->max[k] = w->box[i].hi[k];
@@ -544,9 +544,9 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->records, &t->record_capacity, w->live_count + 1,
+        !world_grow(w, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
                     sizeof(kd_record), 0) ||
-        !tree_slots_reserve(w, &t->slots, w->live_count) || !id_tables_reserve(w, t) ||
+        !tree_slots_reserve(w, &t->slots, world_tree_count(w)) || !id_tables_reserve(w, t) ||
         !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -554,7 +554,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     threads_for_chunks(w->workers, chunks, count_live, &g);
     threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     threads_for_chunks(w->workers, chunks, write_records, &g);
-    uint32_t count = (uint32_t)w->live_count;
+    uint32_t count = (uint32_t)world_tree_count(w);
 
     /* Nodes: usually about count / 3; retried with more room in the rare case of overflow. */
     size_t want = count / 2 + MIN_NODE_CAPACITY;
@@ -575,9 +575,12 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
     size_t nodes = t->node_count, node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
-    if (!world_grow(w, (void **)&t->order, &t->order_capacity, nodes + 1, sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->skip, &t->skip_capacity, nodes + 1, sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->scan, &t->scan_capacity, nodes + 1, sizeof(size_t), 0))
+    /* Sized by the node pool, not the node count, so that a tree a few nodes larger than the
+     * last does not allocate. */
+    size_t room = t->node_capacity + 1;
+    if (!world_grow(w, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     number_preorder(t, 0, 0);
     tree_ctx r = {w, t, 0, false, 0, 0};
@@ -885,20 +888,21 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     int dims = w->config.dimensions;
     size_t chunks = (t->slots.count + SLOT_CHUNK - 1) / SLOT_CHUNK;
     size_t nodes = t->node_count;
+    size_t pool = t->node_capacity; /* the pool, as in the build: room that seldom grows */
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
-                    0) ||
+        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
+                    sizeof(uint32_t), 0) ||
         !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), t->slots.count) ||
-        !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, nodes + 1, sizeof(uint32_t),
+        !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, pool + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, nodes + 1, sizeof(uint32_t),
+        !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->arrive_first, &t->arrive_first_capacity, nodes + 1,
+        !world_grow(w, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->arrive_end, &t->arrive_end_capacity, nodes + 1,
-                    sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1, sizeof(uint32_t),
+                    0) ||
         !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx c = {w, t, slot_chunks(t->slots.count), false, 0, 0};
@@ -917,7 +921,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
-        if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
+        if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
             mn[k] = w->box[id].lo[k];
@@ -1197,13 +1201,14 @@ static void collect_jobs(kdtree *t, uint32_t n) {
 static broadphase_status search(broadphase_world *w, kdtree *t) {
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* At most one subtree job per node plus the pieces of own objects. */
-    size_t max_jobs = t->node_count + t->slots.count / OWN_PIECE + 2;
+    size_t max_jobs = t->node_capacity + t->slots.capacity / OWN_PIECE + 2;
     if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0);
     search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
-    return tree_run_search(w, &t->workers, t->job_count, search_job, &c, &t->search_end_ms);
+    return tree_run_search(w, &t->workers, &t->slots, t->job_count, search_job, &c,
+                           &t->search_end_ms);
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -1226,7 +1231,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             TREE_CHECK(t->slot_node[s] == n);
             if (node->sweep != NO_SWEEP && !is_leaf(node))
                 TREE_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
-            TREE_CHECK(w->kind[id] != OBJECT_FREE);
+            TREE_CHECK(world_tree_member(w, id));
             for (int k = 0; k < dims; k++)
                 TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
         }
@@ -1241,7 +1246,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             TREE_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
         }
     }
-    TREE_CHECK(seen == t->slots.count && seen == w->live_count);
+    TREE_CHECK(seen == t->slots.count && seen == world_tree_count(w));
 }
 #endif
 
@@ -1250,7 +1255,8 @@ broadphase_status kdtree_step(broadphase_world *w) {
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     double t0 = world_now_ms();
     broadphase_update_policy policy = w->config.update;
-    bool full = !t->built || t->slots.count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
+    bool full = !t->built || t->slots.count == 0 || w->trees_stale ||
+                policy == BROADPHASE_UPDATE_REBUILD ||
                 (size_t)t->slots.count + w->added_count > t->slots.capacity;
     if (!full && policy == BROADPHASE_UPDATE_AUTO) {
         /* The cost figure is the expected box tests per object inside nodes; it only grows

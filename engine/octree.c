@@ -147,36 +147,18 @@ typedef struct octree {
 
 /* ---- geometry ---------------------------------------------------------------------------- */
 
-static uint64_t spread3(uint64_t x) { /* 21 bits to every third bit */
-    x &= 0x1fffff;
-    x = (x | x << 32) & 0x1f00000000ffffull;
-    x = (x | x << 16) & 0x1f0000ff0000ffull;
-    x = (x | x << 8) & 0x100f00f00f00f00full;
-    x = (x | x << 4) & 0x10c30c30c30c30c3ull;
-    x = (x | x << 2) & 0x1249249249249249ull;
-    return x;
-}
-
-static uint64_t spread2(uint64_t x) { /* 32 bits to every second bit */
-    x &= 0xffffffffull;
-    x = (x | x << 16) & 0x0000ffff0000ffffull;
-    x = (x | x << 8) & 0x00ff00ff00ff00ffull;
-    x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
-    x = (x | x << 2) & 0x3333333333333333ull;
-    x = (x | x << 1) & 0x5555555555555555ull;
-    return x;
-}
-
 /* The key of a cell: its coordinates padded to the deepest level, interleaved (x lowest), then
  * the level. Sorting by key lists a node's own objects, then each child's subtree in order. */
 static uint64_t cell_key(const octree *t, int level, const uint32_t cell[3]) {
     int shift = t->depth - level;
     uint64_t m;
     if (t->dims == 3)
-        m = spread3((uint64_t)cell[0] << shift) | spread3((uint64_t)cell[1] << shift) << 1 |
-            spread3((uint64_t)cell[2] << shift) << 2;
+        m = tree_spread3((uint64_t)cell[0] << shift) |
+            tree_spread3((uint64_t)cell[1] << shift) << 1 |
+            tree_spread3((uint64_t)cell[2] << shift) << 2;
     else
-        m = spread2((uint64_t)cell[0] << shift) | spread2((uint64_t)cell[1] << shift) << 1;
+        m = tree_spread2((uint64_t)cell[0] << shift) | tree_spread2((uint64_t)cell[1] << shift)
+                                                           << 1;
     return m << LEVEL_BITS | (uint64_t)level;
 }
 
@@ -396,7 +378,7 @@ static void count_live(size_t chunk, int worker, void *p) {
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t live = 0;
     for (size_t i = begin; i < end; i++) {
-        if (w->kind[i] == OBJECT_FREE) continue;
+        if (!world_tree_member(w, i)) continue;
         live++;
         for (int k = 0; k < 3; k++) {
             lo[k] = w->box[i].lo[k] < lo[k] ? w->box[i].lo[k] : lo[k];
@@ -419,7 +401,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
     if (end > w->id_end) end = w->id_end;
     size_t at = t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
-        if (w->kind[i] == OBJECT_FREE) continue;
+        if (!world_tree_member(w, i)) continue;
         double umin[3], umax[3];
         to_grid(t, w->box[i].lo, w->box[i].hi, umin, umax);
         int level = object_level(t, umin, umax);
@@ -681,7 +663,7 @@ static void geometry_init(broadphase_world *w, octree *t) {
 static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side) {
     geometry_init(w, t);
     size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
-    size_t count = w->live_count;
+    size_t count = world_tree_count(w);
     size_t hist = threads_radix_scratch_size(w->workers);
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
@@ -1095,7 +1077,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
         t->add_dest[i] = NONE;
-        if (w->kind[id] == OBJECT_FREE || t->node_of[id] != NONE) continue;
+        if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
             mn[k] = w->box[id].lo[k];
@@ -1113,8 +1095,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     }
     if (t->escaped) {
         for (size_t i = 0; i < w->added_count; i++)
-            if (w->kind[w->added[i]] != OBJECT_FREE && t->add_dest[i] != NONE)
-                t->node_of[w->added[i]] = NONE;
+            if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = NONE;
         *escaped = true;
         return BROADPHASE_OK;
     }
@@ -1482,7 +1463,8 @@ static broadphase_status search(broadphase_world *w, octree *t) {
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, true);
     search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
-    return tree_run_search(w, &t->workers, t->job_count, search_job, &c, &t->search_end_ms);
+    return tree_run_search(w, &t->workers, &t->slots, t->job_count, search_job, &c,
+                           &t->search_end_ms);
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -1506,7 +1488,7 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
                    (node->parent != NONE && holds(t, t->nodes[node->parent].level,
                                                   t->nodes[node->parent].cell, umin, umax)));
         TREE_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
-        TREE_CHECK(w->kind[id] != OBJECT_FREE);
+        TREE_CHECK(world_tree_member(w, id));
         for (int k = 0; k < dims; k++) {
             TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
             TREE_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
@@ -1534,7 +1516,7 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
 
 static void validate(const broadphase_world *w, const octree *t) {
     TREE_CHECK(validate_node(w, t, 0) == t->slots.count);
-    TREE_CHECK(t->slots.count == w->live_count);
+    TREE_CHECK(t->slots.count == world_tree_count(w));
 }
 #endif
 
@@ -1543,7 +1525,8 @@ broadphase_status octree_step(broadphase_world *w) {
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     double t0 = world_now_ms();
     broadphase_update_policy policy = w->config.update;
-    bool full = !t->built || t->slots.count == 0 || policy == BROADPHASE_UPDATE_REBUILD ||
+    bool full = !t->built || t->slots.count == 0 || w->trees_stale ||
+                policy == BROADPHASE_UPDATE_REBUILD ||
                 (size_t)t->slots.count + w->added_count > t->slots.capacity;
     if (!full && policy == BROADPHASE_UPDATE_AUTO) {
         double n = (double)(t->slots.count ? t->slots.count : 1);

@@ -13,23 +13,23 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     double start = world_now_ms();
     bool events = w->config.pair_events;
     if (events && w->events.last_ok) pairs_keep_previous(&w->pairs);
+    /* The trees' searches query the statics' structure, so it is brought up to date first;
+     * brute force tests every pair and drops the static-static ones. */
     broadphase_status s;
-    switch (w->config.method) {
-    case BROADPHASE_METHOD_BRUTE_FORCE:
+    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE)
         s = brute_force_step(w);
-        break;
-    case BROADPHASE_METHOD_OCTREE:
+    else if (!statics_update(w))
+        s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+    else if (w->config.method == BROADPHASE_METHOD_OCTREE)
         s = octree_step(w);
-        break;
-    default:
+    else
         s = kdtree_step(w);
-        break;
-    }
     w->last_error_index = SIZE_MAX;
     if (s == BROADPHASE_OK && events && !events_update(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (events) w->events.last_ok = s == BROADPHASE_OK;
     if (s == BROADPHASE_OK) {
         w->added_count = 0;
+        w->trees_stale = false;
         w->stats.steps++;
         w->stats.pairs = w->pairs.count;
         w->stats.step_ms = world_now_ms() - start;
@@ -54,6 +54,8 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     if (!w || !stats_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     broadphase_stats s = w->stats;
     s.objects = w->live_count;
+    s.static_objects = w->static_count;
+    s.static_builds = w->statics.rebuilds;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
     s.bytes_in_use = w->bytes + threads_scratch_bytes(&w->scratch);
     s.allocations = w->allocations + threads_scratch_allocations(&w->scratch);

@@ -212,13 +212,14 @@ void tree_step_stats(broadphase_world *w, double t0, double t1, double search_en
     w->stats.quality = (float)((double)cost / (double)(objects ? objects : 1));
 }
 
-broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t job_count,
-                                  void (*job)(size_t, int, void *), void *ctx,
+broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
+                                  size_t job_count, void (*job)(size_t, int, void *), void *ctx,
                                   double *search_end_ms) {
     pairs_result r = PAIRS_RETRY;
     for (bool grow = false; r == PAIRS_RETRY; grow = true) {
         if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
         threads_for_chunks(w->workers, job_count, job, ctx);
+        statics_search(w, ws, slots);
         for (int i = 0; i < ws->count; i++) {
             if (ws->at[i].failed) {
                 ws->at[i].failed = false;
@@ -247,7 +248,7 @@ static void forget_range(size_t begin, size_t end, int worker, void *p) {
     (void)worker;
     const forget_ctx *c = p;
     for (size_t i = begin; i < end; i++)
-        if (c->w->kind[i] == OBJECT_FREE) c->node_of[i] = WORLD_NONE;
+        if (!world_tree_member(c->w, i)) c->node_of[i] = WORLD_NONE;
 }
 
 void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of) {

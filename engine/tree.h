@@ -15,6 +15,27 @@
 
 typedef struct broadphase_world broadphase_world;
 
+/* Morton order: a coordinate's bits spread to every third (every second) bit. */
+static inline uint64_t tree_spread3(uint64_t x) { /* 21 bits to every third bit */
+    x &= 0x1fffff;
+    x = (x | x << 32) & 0x1f00000000ffffull;
+    x = (x | x << 16) & 0x1f0000ff0000ffull;
+    x = (x | x << 8) & 0x100f00f00f00f00full;
+    x = (x | x << 4) & 0x10c30c30c30c30c3ull;
+    x = (x | x << 2) & 0x1249249249249249ull;
+    return x;
+}
+
+static inline uint64_t tree_spread2(uint64_t x) { /* 32 bits to every second bit */
+    x &= 0xffffffffull;
+    x = (x | x << 16) & 0x0000ffff0000ffffull;
+    x = (x | x << 8) & 0x00ff00ff00ff00ffull;
+    x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
+    x = (x | x << 2) & 0x3333333333333333ull;
+    x = (x | x << 1) & 0x5555555555555555ull;
+    return x;
+}
+
 /* Objects in tree order: two buffers, so that a refit can lay them out anew. Every column is
  * padded with sentinels (min = +inf, max = -inf) past its capacity for the SIMD kernels. */
 typedef struct tree_slots {
@@ -109,11 +130,11 @@ void tree_step_stats(broadphase_world *w, double t0, double t1, double search_en
     } while (0)
 #endif
 
-/* Runs job(j, worker, ctx) for every job into the pair pool, again with a larger pool while it
- * overflows, then sorts and publishes the pairs. *search_end_ms gets the time the last search
- * pass ended. */
-broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, size_t job_count,
-                                  void (*job)(size_t, int, void *), void *ctx,
+/* Runs job(j, worker, ctx) for every job into the pair pool, and the queries of the tree's
+ * objects (`slots`) against the statics, again with a larger pool while it overflows, then
+ * sorts and publishes the pairs. *search_end_ms gets the time the last search pass ended. */
+broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
+                                  size_t job_count, void (*job)(size_t, int, void *), void *ctx,
                                   double *search_end_ms);
 
 /* ---- moving objects between nodes (the refits of both trees) ---- */

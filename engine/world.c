@@ -283,6 +283,8 @@ void broadphase_destroy(broadphase_world *w) {
     world_free(w, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
     world_free(w, w->filter_group, w->filter_capacity * sizeof(uint32_t));
     world_free(w, w->flat, w->flat_capacity * sizeof(float));
+    world_free(w, w->is_static, w->static_capacity);
+    statics_release(w);
     free(w);
 }
 
@@ -636,6 +638,14 @@ static bool filter_reserve(broadphase_world *w, size_t need) {
     return true;
 }
 
+/* The static flags for ids below `need` (new entries not static). */
+static bool static_reserve(broadphase_world *w, size_t need) {
+    size_t old = w->static_capacity;
+    if (!world_grow(w, (void **)&w->is_static, &w->static_capacity, need, 1, old)) return false;
+    memset(w->is_static + old, 0, w->static_capacity - old);
+    return true;
+}
+
 /* Reserves everything an add of `count` objects needs, then hands out the ids. */
 static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *ids_out) {
     size_t reuse = count < w->free_count ? count : w->free_count;
@@ -643,6 +653,8 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     if (fresh > (size_t)(WORLD_NONE - 1) - w->id_end) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!store_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->filter_category && !filter_reserve(w, w->id_end + fresh))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->is_static && !static_reserve(w, w->id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
                     sizeof(uint32_t), w->added_count))
@@ -704,6 +716,17 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
     return s;
 }
 
+/* A static object that moved calls for the static field to be built again. */
+static void note_static_moves(broadphase_world *w, size_t count, const uint32_t *ids) {
+    if (w->static_count == 0 || w->statics_dirty) return;
+    for (size_t i = 0; i < count; i++) {
+        if (w->is_static[ids[i]]) {
+            w->statics_dirty = true;
+            return;
+        }
+    }
+}
+
 broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
                                         const broadphase_boxes *boxes) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
@@ -716,7 +739,10 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
         else
             s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
                            &bad);
-        if (s == BROADPHASE_OK) batch_run(w, WRITE_BOXES, boxes, ids, count, &bad);
+        if (s == BROADPHASE_OK) {
+            batch_run(w, WRITE_BOXES, boxes, ids, count, &bad);
+            note_static_moves(w, count, ids);
+        }
     }
     fail(w, s, bad);
     world_leave(w);
@@ -735,7 +761,10 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
         else
             s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
                            &bad);
-        if (s == BROADPHASE_OK) batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad);
+        if (s == BROADPHASE_OK) {
+            batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad);
+            note_static_moves(w, count, ids);
+        }
     }
     fail(w, s, bad);
     world_leave(w);
@@ -780,6 +809,44 @@ broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
     return BROADPHASE_OK;
 }
 
+broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const uint32_t *ids,
+                                        bool is_static) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
+    broadphase_status s = BROADPHASE_OK;
+    size_t bad = SIZE_MAX;
+    if (count > 0) {
+        if (!ids)
+            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else
+            s = check_ids(w, count, ids, &bad);
+        if (s == BROADPHASE_OK && !w->is_static && !static_reserve(w, w->id_end))
+            s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (s == BROADPHASE_OK) {
+            uint8_t flag = is_static ? 1 : 0;
+            size_t changed = 0;
+            for (size_t i = 0; i < count; i++) {
+                changed += w->is_static[ids[i]] != flag;
+                w->is_static[ids[i]] = flag;
+            }
+            if (changed) {
+                w->static_count = is_static ? w->static_count + changed : w->static_count - changed;
+                w->statics_dirty = w->trees_stale = true;
+            }
+        }
+    }
+    fail(w, s, bad);
+    world_leave(w);
+    return s;
+}
+
+broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id, bool *static_out) {
+    if (!w || !static_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (id >= w->id_end || w->kind[id] == OBJECT_FREE) return BROADPHASE_ERROR_UNKNOWN_ID;
+    *static_out = w->is_static && w->is_static[id];
+    return BROADPHASE_OK;
+}
+
 broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uint32_t *ids) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
@@ -798,6 +865,11 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
                 if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
+                if (w->is_static && w->is_static[id]) {
+                    w->is_static[id] = 0;
+                    w->static_count--;
+                    w->statics_dirty = true;
+                }
                 set_sentinel(w, id);
                 w->free_ids[w->free_count++] = id;
             }

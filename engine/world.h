@@ -6,6 +6,7 @@
 #include "events.h"
 #include "pairs.h"
 #include "parallel.h"
+#include "statics.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +58,15 @@ struct broadphase_world {
     uint32_t *filter_category, *filter_mask, *filter_group;
     size_t filter_capacity;
 
+    /* Static objects (broadphase_set_static): a flag by id, NULL until one is first set. The
+     * trees hold the other live objects; the statics are in the static field, built again at
+     * the next step when statics_dirty. A flag that changed makes the trees build anew
+     * (trees_stale). */
+    uint8_t *is_static;
+    size_t static_capacity, static_count;
+    bool statics_dirty, trees_stale;
+    statics_field statics;
+
     /* Ids added since the last step (methods that keep structure insert them). */
     uint32_t *added;
     size_t added_count, added_capacity;
@@ -78,6 +88,16 @@ struct broadphase_world {
     size_t last_error_index;
     int busy; /* accessed with atomics: a mutation while a step runs is refused */
 };
+
+/* Whether live object i belongs in the trees (it is not static). */
+static inline bool world_tree_member(const broadphase_world *w, size_t i) {
+    return w->kind[i] != OBJECT_FREE && !(w->is_static && w->is_static[i]);
+}
+
+/* How many objects the trees hold. */
+static inline size_t world_tree_count(const broadphase_world *w) {
+    return w->live_count - w->static_count;
+}
 
 /* Heap memory through the world, so that it can report bytes held and allocations made.
  * 64-byte aligned. Not thread-safe: call outside parallel regions. */

@@ -163,10 +163,17 @@ static inline void check_levels(const broadphase_world *w, int branching) {
     CHECK_EQ_INT(lv[0].nodes, 1);
     CHECK_EQ_INT(nodes, st.nodes);
     CHECK_EQ_INT(leaves, st.leaves);
-    CHECK_EQ_INT(objects, st.objects);
+    CHECK_EQ_INT(objects, st.objects - st.static_objects); /* the statics are not in the tree */
     CHECK(st.objects_in_internal_nodes >= inner_low);
     CHECK(st.objects_in_internal_nodes <= inner_high);
     free(lv);
+}
+
+/* Brute force, the kd-tree and the octree, for i = 0, 1, 2. */
+static inline broadphase_method method_at(size_t i) {
+    return i == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
+           : i == 1 ? BROADPHASE_METHOD_KDTREE
+                    : BROADPHASE_METHOD_OCTREE;
 }
 
 static inline int method_branching(broadphase_method method, int dims) {

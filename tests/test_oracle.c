@@ -323,8 +323,92 @@ TEST(filters_on_every_scene) {
     free(want.data);
 }
 
+/* Static objects on every scene: a share of the objects static (none, some, most, all), every
+ * method at 1 and 3 threads, against the naive reference without the static-static pairs.
+ * Frame 1 changes nothing (the statics' structure is reused), frame 2 moves everything (it is
+ * built again), frame 3 makes a third of the statics move again and some others static. */
+TEST(statics_on_every_scene) {
+    static const float shares[] = {0.0f, 0.3f, 0.9f, 1.0f};
+    pair_list all = {0}, want = {0};
+    size_t with_static = 0, dropped = 0;
+    for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
+        size_t n = scene_size_cap((scene_kind)kind) < 700 ? scene_size_cap((scene_kind)kind) : 700;
+        for (size_t mi = 0; mi < 3; mi++) {
+            for (int ti = 0; ti < 2; ti++) {
+                float share = shares[(size_t)(kind + (int)mi + ti) % 4];
+                scene s;
+                REQUIRE(scene_make(&s, (scene_kind)kind, n, 78));
+                uint32_t *ids = malloc((n + 1) * sizeof *ids);
+                uint8_t *flag = calloc(n + 1, 1);
+                uint32_t *pick = malloc((n + 1) * sizeof *pick);
+                int threads = ti == 0 ? 1 : 3;
+                TEST_CONTEXT("scene %s method %d threads %d static share %g", scene_name(s.kind),
+                             (int)method_at(mi), threads, (double)share);
+                broadphase_world *w =
+                    make_world(s.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                add_scene(&s, w, ids);
+                uint64_t rng = 5 + (uint64_t)kind;
+                size_t picked = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (scene_uniform(&rng) < share) pick[picked++] = ids[i];
+                CHECK_EQ_INT(broadphase_set_static(w, picked, pick, true), BROADPHASE_OK);
+                for (size_t i = 0; i < picked; i++) flag[pick[i]] = 1;
+                for (int f = 0; f < 4; f++) {
+                    if (f == 2) {
+                        scene_advance(&s);
+                        CHECK_EQ_INT(scene_move_in_world(&s, w, ids), BROADPHASE_OK);
+                    }
+                    if (f == 3) {
+                        size_t on = 0, off = 0;
+                        for (size_t i = 0; i < n; i++) {
+                            float u = scene_uniform(&rng);
+                            if (flag[i] && u < 0.33f) pick[off++] = (uint32_t)i;
+                            if (!flag[i] && u < 0.2f) pick[n - 1 - on++] = (uint32_t)i;
+                        }
+                        CHECK_EQ_INT(broadphase_set_static(w, off, pick, false), BROADPHASE_OK);
+                        CHECK_EQ_INT(broadphase_set_static(w, on, pick + n - on, true),
+                                     BROADPHASE_OK);
+                        for (size_t i = 0; i < off; i++) flag[pick[i]] = 0;
+                        for (size_t i = 0; i < on; i++) flag[pick[n - 1 - i]] = 1;
+                    }
+                    broadphase_pairs got = step_ok(w);
+                    naive_pairs(&s, ids, &all);
+                    want.count = 0;
+                    for (size_t p = 0; p < all.count; p++) {
+                        /* ids are 0..n-1 in scene order: the world was empty */
+                        uint32_t a = all.data[p].a, b = all.data[p].b;
+                        if (flag[a] && flag[b]) {
+                            dropped++;
+                            continue;
+                        }
+                        with_static += flag[a] || flag[b];
+                        pair_list_push(&want, a, b);
+                    }
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "statics"));
+                    broadphase_stats st;
+                    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+                    size_t flagged = 0;
+                    for (size_t i = 0; i < n; i++) flagged += flag[i];
+                    CHECK_EQ_INT(st.static_objects, flagged);
+                    if (mi > 0) check_levels(w, method_branching(method_at(mi), s.dimensions));
+                }
+                broadphase_destroy(w);
+                free(pick);
+                free(flag);
+                free(ids);
+                scene_free(&s);
+            }
+        }
+    }
+    TEST_CONTEXT("%zu pairs with a static, %zu static-static pairs dropped", with_static, dropped);
+    CHECK(with_static > 10000 && dropped > 10000);
+    free(all.data);
+    free(want.data);
+}
+
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
-          TEST_ENTRY(kdtree_rebuild_equals_brute_force),
+          TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
           TEST_ENTRY(octree_refit_equals_brute_force),
           TEST_ENTRY(octree_rebuild_and_auto_equal_brute_force), TEST_ENTRY(kdtree_tuning_extremes),

@@ -76,6 +76,7 @@ typedef struct model {
     uint32_t *gen; /* by id: how many times it was handed out (a new object each time) */
     uint32_t *cat, *mask, *group; /* collision filters, as broadphase_set_filters sets them */
     uint8_t *is_sphere;
+    uint8_t *is_static; /* as broadphase_set_static sets it */
     float *min[3], *max[3], *center[3], *radius;
 } model;
 
@@ -89,6 +90,7 @@ static void model_init(model *m, int dims, size_t capacity) {
     m->mask = calloc(capacity, sizeof(uint32_t));
     m->group = calloc(capacity, sizeof(uint32_t));
     m->is_sphere = calloc(capacity, 1);
+    m->is_static = calloc(capacity, 1);
     for (int k = 0; k < 3; k++) {
         m->min[k] = calloc(capacity, sizeof(float));
         m->max[k] = calloc(capacity, sizeof(float));
@@ -104,6 +106,7 @@ static void model_free(model *m) {
     free(m->mask);
     free(m->group);
     free(m->is_sphere);
+    free(m->is_static);
     for (int k = 0; k < 3; k++) {
         free(m->min[k]);
         free(m->max[k]);
@@ -120,7 +123,7 @@ static void model_pairs(const model *m, pair_list *out) {
         float amax[3] = {m->max[0][i], m->max[1][i], m->max[2][i]};
         float ac[3] = {m->center[0][i], m->center[1][i], m->center[2][i]};
         for (size_t j = i + 1; j < m->capacity; j++) {
-            if (!m->live[j]) continue;
+            if (!m->live[j] || (m->is_static[i] && m->is_static[j])) continue;
             if (!(m->cat[i] & m->mask[j]) || !(m->cat[j] & m->mask[i]) ||
                 (m->group[i] != 0 && m->group[i] == m->group[j]))
                 continue;
@@ -189,7 +192,8 @@ static void apply(broadphase_world **w, int count, model *m, uint32_t *ids, size
         uint32_t id = ids[i];
         m->live[id] = true;
         m->gen[id] += add;
-        if (add) { /* every new object starts with the default filter */
+        if (add) { /* every new object starts with the default filter, and not static */
+            m->is_static[id] = 0;
             m->cat[id] = 1;
             m->mask[id] = 0xFFFFFFFFu;
             m->group[id] = 0;
@@ -268,13 +272,6 @@ static broadphase_world *make_world_events(int dims, broadphase_method method,
     return make_world_from(&c);
 }
 
-/* Brute force, the kd-tree and the octree, for i = 0, 1, 2. */
-static broadphase_method method_at(size_t i) {
-    return i == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
-           : i == 1 ? BROADPHASE_METHOD_KDTREE
-                    : BROADPHASE_METHOD_OCTREE;
-}
-
 /* Every step of every method is checked against the model's pairs, with collision filters set
  * at random on the way, and its pair events against the model's difference of consecutive steps
  * (ids reused by later adds included). */
@@ -297,7 +294,8 @@ static void interleaved(int dims) {
     model_init(&m, dims, CAP);
     pair_list want = {0}, before = {0}, begun = {0}, ended = {0};
     uint32_t *before_gen = calloc(CAP, sizeof(uint32_t));
-    size_t begun_total = 0, ended_total = 0, reborn = 0, filtered = 0;
+    size_t begun_total = 0, ended_total = 0, reborn = 0, filtered = 0, flagged = 0;
+    size_t static_pairs = 0;
     uint64_t rng = 12345 + (uint64_t)dims;
     float side = dims == 3 ? 30.0f : 80.0f;
     float mn[64][3], mx[64][3], c[64][3], r[64];
@@ -313,7 +311,7 @@ static void interleaved(int dims) {
                 for (size_t i = 0; i < n; i++)
                     random_shape(&rng, dims, side, sphere, mn[i], mx[i], c[i], &r[i]);
                 apply(w, WORLDS, &m, ids, n, sphere, true, mn, mx, c, r);
-            } else if (u < 0.45f && live > n) {
+            } else if (u < 0.43f && live > n) {
                 /* Filters on n distinct live objects: one of four categories, a mask of some of
                  * them (sometimes all bits), and now and then one of three groups. */
                 pick_distinct_live(&m, &rng, ids, n);
@@ -333,7 +331,16 @@ static void interleaved(int dims) {
                 for (int i = 0; i < WORLDS; i++)
                     CHECK_EQ_INT(broadphase_set_filters(w[i], n, ids, fl), BROADPHASE_OK);
                 filtered += n;
-            } else if (u < 0.6f && live > n) {
+            } else if (u < 0.52f && live > n) {
+                /* Static or not: n distinct live objects, mostly made static (so that about
+                 * half the world is), sometimes made moving again. */
+                pick_distinct_live(&m, &rng, ids, n);
+                bool flag = scene_uniform(&rng) < 0.6f;
+                for (size_t j = 0; j < n; j++) m.is_static[ids[j]] = flag;
+                for (int i = 0; i < WORLDS; i++)
+                    CHECK_EQ_INT(broadphase_set_static(w[i], n, ids, flag), BROADPHASE_OK);
+                flagged += n;
+            } else if (u < 0.62f && live > n) {
                 /* Remove n distinct live objects. */
                 pick_distinct_live(&m, &rng, ids, n);
                 for (int i = 0; i < WORLDS; i++)
@@ -362,6 +369,8 @@ static void interleaved(int dims) {
             }
         }
         model_pairs(&m, &want);
+        for (size_t i = 0; i < want.count; i++)
+            static_pairs += m.is_static[want.data[i].a] || m.is_static[want.data[i].b];
         model_events(&before, before_gen, &want, m.gen, &begun, &ended);
         begun_total += begun.count;
         ended_total += ended.count;
@@ -385,9 +394,11 @@ static void interleaved(int dims) {
         memcpy(before_gen, m.gen, CAP * sizeof(uint32_t));
     }
     /* The scenario must have exercised every kind of event, reused ids included. */
-    TEST_CONTEXT("dims %d: %zu begun, %zu ended, %zu by reused ids, %zu filters set", dims,
-                 begun_total, ended_total, reborn, filtered);
+    TEST_CONTEXT("dims %d: %zu begun, %zu ended, %zu by reused ids, %zu filters set, %zu static "
+                 "flags set, %zu pairs with a static",
+                 dims, begun_total, ended_total, reborn, filtered, flagged, static_pairs);
     CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10 && filtered > 1000);
+    CHECK(flagged > 1000 && static_pairs > 10000);
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
     model_free(&m);
     free(want.data);
@@ -511,6 +522,70 @@ TEST(filters_by_hand_and_bad_input) {
 }
 
 /* Remove everything, step, add again: the tree empties and comes back. */
+/* Static flags by hand: static-static pairs vanish, static-moving ones stay, through moves,
+ * removal and id reuse; bad input changes nothing. */
+TEST(statics_by_hand_and_bad_input) {
+    for (size_t ti = 0; ti < 3; ti++) {
+        broadphase_method method = method_at(ti);
+        TEST_CONTEXT("method %d", (int)method);
+        broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        /* Four boxes on one spot: all six pairs overlap. */
+        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
+        broadphase_boxes b = {lo, lo, NULL, hi, hi, NULL};
+        uint32_t ids[4];
+        CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+        bool flag = true;
+        CHECK_EQ_INT(broadphase_get_static(w, 3, &flag), BROADPHASE_OK);
+        CHECK(!flag);
+        uint32_t two[] = {0, 1};
+        CHECK_EQ_INT(broadphase_set_static(w, 2, two, true), BROADPHASE_OK);
+        broadphase_pairs got = step_ok(w);
+        broadphase_pair want[] = {{0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+        CHECK(pairs_equal(want, 5, got.data, got.count, "0-1 static"));
+        /* Bad input: an unknown id (at index 1), a repeated id, NULL; nothing changes. */
+        uint32_t unknown[] = {2, 9}, twice[] = {3, 3};
+        CHECK_EQ_INT(broadphase_set_static(w, 2, unknown, true), BROADPHASE_ERROR_UNKNOWN_ID);
+        CHECK(broadphase_last_error_index(w) == 1);
+        CHECK_EQ_INT(broadphase_set_static(w, 2, twice, true), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK(broadphase_last_error_index(w) == 1);
+        CHECK_EQ_INT(broadphase_set_static(w, 2, NULL, true), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_set_static(NULL, 2, two, true), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_get_static(w, 9, &flag), BROADPHASE_ERROR_UNKNOWN_ID);
+        CHECK_EQ_INT(broadphase_get_static(w, 0, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_get_static(w, 2, &flag), BROADPHASE_OK);
+        CHECK(!flag);
+        got = step_ok(w);
+        CHECK(pairs_equal(want, 5, got.data, got.count, "unchanged after bad input"));
+        /* Static 1 moves away and 3 joins it there as a static: no pair between them. */
+        float flo[] = {50, 50}, fhi[] = {51, 51};
+        broadphase_boxes far = {flo, flo, NULL, fhi, fhi, NULL};
+        uint32_t movers[] = {1, 3};
+        CHECK_EQ_INT(broadphase_move_boxes(w, 2, movers, &far), BROADPHASE_OK);
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &movers[1], true), BROADPHASE_OK);
+        got = step_ok(w);
+        broadphase_pair moved[] = {{0, 2}};
+        CHECK(pairs_equal(moved, 1, got.data, got.count, "statics moved"));
+        /* 3 moving again: it pairs with static 1. Static 0 removed; its id comes back, not
+         * static, on top of 2. */
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &movers[1], false), BROADPHASE_OK);
+        uint32_t zero = 0, again = 99;
+        CHECK_EQ_INT(broadphase_remove(w, 1, &zero), BROADPHASE_OK);
+        broadphase_boxes one = {lo, lo, NULL, hi, hi, NULL};
+        CHECK_EQ_INT(broadphase_add_boxes(w, 1, &one, &again), BROADPHASE_OK);
+        CHECK(again == 0);
+        CHECK_EQ_INT(broadphase_get_static(w, 0, &flag), BROADPHASE_OK);
+        CHECK(!flag);
+        got = step_ok(w);
+        broadphase_pair after[] = {{0, 2}, {1, 3}};
+        CHECK(pairs_equal(after, 2, got.data, got.count, "reused id, static no more"));
+        broadphase_stats st;
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+        CHECK_EQ_INT(st.static_objects, 1);
+        broadphase_destroy(w);
+    }
+}
+
 TEST(empty_and_refill) {
     for (size_t ti = 0; ti < TREE_COUNT; ti++) {
         for (int p = 0; p < 3; p++) {
@@ -573,9 +648,12 @@ TEST(no_allocation_in_steady_state) {
         {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 0.0f},
     };
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_UNIFORM, SCENE_MOVING2D, SCENE_SHAPES};
+    /* Half the objects static in every other world; every object moves, so that the statics'
+     * structure is built again at every step too. */
     for (size_t ki = 0; ki < 4; ki++) {
-        for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
-            const variant *v = &variants[vi];
+        for (size_t vi = 0; vi < 2 * sizeof variants / sizeof variants[0]; vi++) {
+            const variant *v = &variants[vi / 2];
+            bool statics = vi % 2 == 1;
             bool brute = v->method == BROADPHASE_METHOD_BRUTE_FORCE;
             scene s;
             REQUIRE(scene_make(&s, kinds[ki], brute ? 3000 : 20000, 8));
@@ -584,6 +662,8 @@ TEST(no_allocation_in_steady_state) {
                 make_world_loose(s.dimensions, v->method, v->update, 2, v->looseness);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+            if (statics)
+                CHECK_EQ_INT(broadphase_set_static(w, s.count / 2, ids, true), BROADPHASE_OK);
             broadphase_stats before, after;
             for (int f = 0; f < 40; f++) {
                 if (f == 20) broadphase_get_stats(w, &before);
@@ -592,10 +672,10 @@ TEST(no_allocation_in_steady_state) {
                 scene_move_in_world(&s, w, ids);
             }
             broadphase_get_stats(w, &after);
-            TEST_CONTEXT("scene %s method %d update %s looseness %g allocations %llu -> %llu "
-                         "bytes %zu -> %zu",
+            TEST_CONTEXT("scene %s method %d update %s looseness %g statics %d allocations "
+                         "%llu -> %llu bytes %zu -> %zu",
                          scene_name(s.kind), (int)v->method, policy_names[v->update],
-                         (double)v->looseness, (unsigned long long)before.allocations,
+                         (double)v->looseness, (int)statics, (unsigned long long)before.allocations,
                          (unsigned long long)after.allocations, before.bytes_in_use,
                          after.bytes_in_use);
             CHECK(after.allocations == before.allocations);
@@ -754,5 +834,5 @@ TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
-          TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
-          TEST_ENTRY(large_batch_names_first_bad_element))
+          TEST_ENTRY(statics_by_hand_and_bad_input), TEST_ENTRY(pair_count_jumps_and_skew),
+          TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))

@@ -146,6 +146,20 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
 broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
                                         broadphase_filter *filter_out);
 
+/* Static objects: terrain, buildings, anything that stays put. A static object pairs with the
+ * others as usual, but never with another static one (such pairs are neither tested nor
+ * reported). The statics live in a structure of their own, built at the first step after they
+ * change (one added, moved, removed, or made static or not) and otherwise reused, so a step
+ * costs what the other objects and their pairs cost, however many statics there are. New
+ * objects are not static; setting the flag right after adding, before the next step, is the
+ * same as adding them static. Changing a flag makes the next step also build the tree of the
+ * other objects anew. Bad input (NULL ids, an unknown id: UNKNOWN_ID, an id twice in the batch:
+ * INVALID_ARGUMENT) changes nothing and names the first bad element. */
+broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const uint32_t *ids,
+                                        bool is_static);
+/* Whether a live object is static (UNKNOWN_ID otherwise). */
+broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id, bool *static_out);
+
 /* Pair events, for worlds created with config.pair_events. `begun`: the pairs of the last
  * successful step that were not pairs of the successful step before it; `ended`: the pairs of
  * that earlier step that are not pairs now, among them every pair of an object removed since.
@@ -179,6 +193,8 @@ typedef struct broadphase_stats {
     double step_ms;                   /* the whole step */
     size_t spare_nodes;               /* octree: emptied nodes kept for reuse (not in `nodes`) */
     uint64_t root_growths;            /* octree: times the root grew to take in an object */
+    size_t static_objects;            /* live static objects (not in the tree) */
+    uint64_t static_builds;           /* times the statics' structure was built */
 } broadphase_stats;
 
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);

@@ -1,0 +1,54 @@
+/* Static objects: the world's static ones live in a structure of their own (the "static field"),
+ * built when statics change and otherwise left alone, and the trees hold only the others. Each
+ * step the objects in the tree query the field, so a step costs what its moving objects cost
+ * plus their pairs with the statics; static-static pairs are never tested.
+ *
+ * The field is the statics sorted along a Morton curve (of their box centres, on a grid over the
+ * statics' extent), as box columns, and above them a pyramid of bounds: entry i of level l + 1
+ * bounds entries 8i .. 8i + 7 of level l, up to a level of at most 8 entries. A query tests the
+ * top level with the 8-wide box kernel and descends into the blocks of 8 whose bounds it
+ * overlaps, down to the objects. Building it is a sort and a pass per level; it needs no
+ * pointers, and a query's path is as short as the pyramid is high (7 levels for 1M objects). */
+#pragma once
+
+#include "overlap.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct broadphase_world broadphase_world;
+struct tree_slots;
+struct tree_workers;
+
+enum { STATICS_LEVELS_MAX = 12 }; /* 8^11 entries are more than 2^32 ids */
+
+typedef struct statics_level {
+    float *min[3], *max[3]; /* count entries, then sentinels to a multiple of 8 plus SIMD_PAD */
+    size_t count, capacity;
+    void *block;
+} statics_level;
+
+typedef struct statics_field {
+    statics_level level[STATICS_LEVELS_MAX];
+    int levels;    /* level[0] holds the objects, level[levels - 1] at most 8 entries */
+    uint32_t *ids; /* by position in level 0 */
+    size_t ids_capacity;
+    size_t *chunk_count; /* the build's per-chunk counts */
+    float *chunk_bounds;
+    size_t chunk_capacity, chunk_bounds_capacity;
+    void *sort; /* the build's keys and ids and the radix sort's room */
+    size_t sort_bytes;
+    uint64_t rebuilds;
+} statics_field;
+
+/* Brings the field up to date when statics changed since it was built (w->statics_dirty).
+ * False on out of memory (the field is then empty and still dirty). */
+bool statics_update(broadphase_world *w);
+/* True when the world has statics for the objects in the trees to query. */
+bool statics_active(const broadphase_world *w);
+/* Inside a tree's search: the pairs between the objects in `slots` (the tree's, in tree order,
+ * so that neighbouring queries walk the same blocks) and the statics, found by the tree's
+ * workers into the step's pair writers. */
+void statics_search(broadphase_world *w, struct tree_workers *ws, const struct tree_slots *slots);
+void statics_release(broadphase_world *w);
