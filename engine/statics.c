@@ -12,33 +12,39 @@ enum {
     STATICS_CHUNK = 16384, /* ids per chunk of the build's passes */
     QUERY_SLOTS = 256,     /* tree objects per query job */
     STACK_MAX = 8 * STATICS_LEVELS_MAX,
+    BATCH_QUERIES = 16,  /* queries that walk the pyramid together */
+    FRONTIER_MAX = 1024, /* blocks of one level a batch may visit, else one query at a time */
 };
 
-static size_t level_stride(size_t count) {
-    return ((count + 7) / 8 * 8 + SIMD_PAD + 15) / 16 * 16;
+static size_t level_bytes(size_t blocks) {
+    return blocks * STATICS_BLOCK_FLOATS * sizeof(float);
 }
 
-/* Room for `count` entries in a level, sentinels from count on. */
+/* Room for `count` entries in a level, sentinels (min +inf, max -inf) from count on. One block
+ * more than needed, so that a kernel reading past a block's last column stays inside. */
 static bool level_reserve(broadphase_world *w, statics_level *l, size_t count) {
-    size_t stride = level_stride(count);
-    if (stride > l->capacity) {
-        float *block = world_alloc(w, stride * 6 * sizeof(float));
-        if (!block) return false;
-        world_free(w, l->block, l->capacity * 6 * sizeof(float));
-        l->block = block;
-        l->capacity = stride;
+    size_t blocks = (count + 7) / 8 + 1;
+    if (blocks > l->capacity) {
+        float *b = world_alloc(w, level_bytes(blocks));
+        if (!b) return false;
+        world_free(w, l->blocks, level_bytes(l->capacity));
+        l->blocks = b;
+        l->capacity = blocks;
     }
-    float *f = l->block;
-    for (int k = 0; k < 3; k++) {
-        l->min[k] = f + l->capacity * (size_t)k;
-        l->max[k] = f + l->capacity * (size_t)(3 + k);
-        for (size_t i = count; i < stride; i++) {
-            l->min[k][i] = INFINITY;
-            l->max[k][i] = -INFINITY;
+    for (size_t i = count; i < blocks * 8; i++) {
+        float *at = l->blocks + i / 8 * STATICS_BLOCK_FLOATS + i % 8;
+        for (int k = 0; k < 3; k++) {
+            at[8 * k] = INFINITY;
+            at[24 + 8 * k] = -INFINITY;
         }
     }
     l->count = count;
     return true;
+}
+
+/* Entry i's min on axis k is at(l, i)[8k], its max at(l, i)[24 + 8k]. */
+static inline float *entry_at(const statics_level *l, size_t i) {
+    return l->blocks + i / 8 * STATICS_BLOCK_FLOATS + i % 8;
 }
 
 static bool is_static_object(const broadphase_world *w, size_t i) {
@@ -119,9 +125,10 @@ static void fill_objects(size_t begin, size_t end, int worker, void *p) {
     for (size_t i = begin; i < end; i++) {
         uint32_t id = c->vals[i];
         c->f->ids[i] = id;
+        float *at = entry_at(l, i);
         for (int k = 0; k < 3; k++) {
-            l->min[k][i] = c->w->box[id].lo[k];
-            l->max[k][i] = c->w->box[id].hi[k];
+            at[8 * k] = c->w->box[id].lo[k];
+            at[24 + 8 * k] = c->w->box[id].hi[k];
         }
     }
 }
@@ -132,15 +139,17 @@ static void fill_bounds(size_t begin, size_t end, int worker, void *p) {
     const statics_level *below = &c->f->level[c->level - 1];
     statics_level *l = &c->f->level[c->level];
     for (size_t i = begin; i < end; i++) {
-        size_t first = 8 * i, last = first + 8 < below->count ? first + 8 : below->count;
+        /* Entry i bounds block i below, whose sentinels change nothing. */
+        const float *block = below->blocks + i * STATICS_BLOCK_FLOATS;
+        float *at = entry_at(l, i);
         for (int k = 0; k < 3; k++) {
             float lo = INFINITY, hi = -INFINITY;
-            for (size_t j = first; j < last; j++) {
-                lo = below->min[k][j] < lo ? below->min[k][j] : lo;
-                hi = below->max[k][j] > hi ? below->max[k][j] : hi;
+            for (int j = 0; j < 8; j++) {
+                lo = block[8 * k + j] < lo ? block[8 * k + j] : lo;
+                hi = block[24 + 8 * k + j] > hi ? block[24 + 8 * k + j] : hi;
             }
-            l->min[k][i] = lo;
-            l->max[k][i] = hi;
+            at[8 * k] = lo;
+            at[24 + 8 * k] = hi;
         }
     }
 }
@@ -219,8 +228,13 @@ typedef struct query_ctx {
     simd_boxes query;
     const uint32_t *query_id;
     size_t count;
-    simd_boxes level[STATICS_LEVELS_MAX];
 } query_ctx;
+
+static inline void fetch_block(const float *block) {
+    __builtin_prefetch(block);
+    __builtin_prefetch(block + 16);
+    __builtin_prefetch(block + 32);
+}
 
 /* Every static whose box overlaps object qid's (qmin, qmax), through the exact filter. */
 static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid,
@@ -236,25 +250,95 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
     while (top > 0) {
         top--;
         int l = stack_level[top];
-        size_t first = (size_t)stack[top] * 8, last = first + 8;
-        if (last > f->level[l].count) last = f->level[l].count;
-        size_t n = simd_box_vs_boxes(qmin, qmax, &c->level[l], first, last, dims, hit);
+        size_t b = stack[top];
+        const float *block = f->level[l].blocks + b * STATICS_BLOCK_FLOATS;
+        simd_boxes view = {{block, block + 8, block + 16}, {block + 24, block + 32, block + 40}};
+        size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
         if (l == 0) {
             if (h + 8 > k->hit_capacity) {
                 tree_emit(c->w, k, wr, qid, f->ids, h);
                 h = 0;
             }
-            memcpy(k->hits + h, hit, n * sizeof(uint32_t));
+            for (size_t j = 0; j < n; j++) k->hits[h + j] = (uint32_t)(8 * b) + hit[j];
             h += n;
             continue;
         }
-        /* Pushed last first, so that blocks are visited in order. */
+        /* Pushed last first, so that blocks are visited in order; each fetched ahead. */
+        const float *below = f->level[l - 1].blocks;
         for (size_t j = n; j > 0; j--) {
-            stack[top] = hit[j - 1];
+            size_t child = 8 * b + hit[j - 1];
+            fetch_block(below + child * STATICS_BLOCK_FLOATS);
+            stack[top] = (uint32_t)child;
             stack_level[top++] = (uint8_t)(l - 1);
         }
     }
     tree_emit(c->w, k, wr, qid, f->ids, h);
+}
+
+/* A batch of queries walks the pyramid level by level together: each level's blocks, for all
+ * of the batch, are found (and fetched ahead) before any of them is read, so the misses of a
+ * level overlap instead of following one another as a depth-first walk's do. */
+typedef struct frontier_entry {
+    uint32_t block;
+    uint32_t query; /* index in the batch */
+} frontier_entry;
+
+/* The batch [first, first + n) of slots; false when a level's blocks overflow the frontier (the
+ * batch then goes one query at a time). Nothing is emitted before the last level. */
+static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, size_t first,
+                        size_t n) {
+    const statics_field *f = &c->w->statics;
+    int dims = c->w->config.dimensions;
+    frontier_entry at[2][FRONTIER_MAX];
+    float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
+    for (size_t q = 0; q < n; q++) {
+        for (int a = 0; a < 3; a++) {
+            qmin[q][a] = c->query.min[a][first + q];
+            qmax[q][a] = c->query.max[a][first + q];
+        }
+        at[0][q] = (frontier_entry){0, (uint32_t)q};
+    }
+    size_t count = n;
+    int cur = 0;
+    uint32_t hit[8 + SIMD_PAD];
+    for (int l = f->levels - 1; l > 0; l--) {
+        const float *blocks = f->level[l].blocks, *below = f->level[l - 1].blocks;
+        size_t next = 0;
+        for (size_t e = 0; e < count; e++) {
+            frontier_entry fe = at[cur][e];
+            const float *block = blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS;
+            simd_boxes view = {{block, block + 8, block + 16},
+                               {block + 24, block + 32, block + 40}};
+            size_t h = simd_box_vs_boxes(qmin[fe.query], qmax[fe.query], &view, 0, 8, dims, hit);
+            if (next + h > FRONTIER_MAX) return false;
+            for (size_t j = 0; j < h; j++) {
+                uint32_t child = 8 * fe.block + hit[j];
+                fetch_block(below + (size_t)child * STATICS_BLOCK_FLOATS);
+                at[1 - cur][next++] = (frontier_entry){child, fe.query};
+            }
+        }
+        cur = 1 - cur;
+        count = next;
+    }
+    /* The objects: the frontier is in query order, so each query's hits are emitted together. */
+    const float *blocks = f->level[0].blocks;
+    size_t h = 0;
+    uint32_t q = UINT32_MAX;
+    for (size_t e = 0; e < count; e++) {
+        frontier_entry fe = at[cur][e];
+        if (fe.query != q || h + 8 > k->hit_capacity) {
+            if (h) tree_emit(c->w, k, wr, c->query_id[first + q], f->ids, h);
+            h = 0;
+            q = fe.query;
+        }
+        const float *block = blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS;
+        simd_boxes view = {{block, block + 8, block + 16}, {block + 24, block + 32, block + 40}};
+        size_t m = simd_box_vs_boxes(qmin[q], qmax[q], &view, 0, 8, dims, hit);
+        for (size_t j = 0; j < m; j++) k->hits[h + j] = 8 * fe.block + hit[j];
+        h += m;
+    }
+    if (h) tree_emit(c->w, k, wr, c->query_id[first + q], f->ids, h);
+    return true;
 }
 
 static void query_job(size_t job, int worker, void *p) {
@@ -267,13 +351,17 @@ static void query_job(size_t job, int worker, void *p) {
     pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
     size_t begin = job * QUERY_SLOTS,
            end = begin + QUERY_SLOTS < c->count ? begin + QUERY_SLOTS : c->count;
-    for (size_t s = begin; s < end; s++) {
-        float qmin[3], qmax[3];
-        for (int a = 0; a < 3; a++) {
-            qmin[a] = c->query.min[a][s];
-            qmax[a] = c->query.max[a][s];
+    for (size_t first = begin; first < end; first += BATCH_QUERIES) {
+        size_t n = end - first < BATCH_QUERIES ? end - first : BATCH_QUERIES;
+        if (query_batch(c, k, &wr, first, n)) continue;
+        for (size_t s = first; s < first + n; s++) {
+            float qmin[3], qmax[3];
+            for (int a = 0; a < 3; a++) {
+                qmin[a] = c->query.min[a][s];
+                qmax[a] = c->query.max[a][s];
+            }
+            query_one(c, k, &wr, c->query_id[s], qmin, qmax);
         }
-        query_one(c, k, &wr, c->query_id[s], qmin, qmax);
     }
 }
 
@@ -284,19 +372,13 @@ void statics_search(broadphase_world *w, tree_workers *ws, const tree_slots *slo
                    .query = tree_slots_boxes(slots),
                    .query_id = slots->sid[slots->cur],
                    .count = slots->count};
-    for (int l = 0; l < w->statics.levels; l++) {
-        for (int a = 0; a < 3; a++) {
-            c.level[l].min[a] = w->statics.level[l].min[a];
-            c.level[l].max[a] = w->statics.level[l].max[a];
-        }
-    }
     threads_for_chunks(w->workers, (slots->count + QUERY_SLOTS - 1) / QUERY_SLOTS, query_job, &c);
 }
 
 void statics_release(broadphase_world *w) {
     statics_field *f = &w->statics;
     for (int l = 0; l < STATICS_LEVELS_MAX; l++)
-        world_free(w, f->level[l].block, f->level[l].capacity * 6 * sizeof(float));
+        world_free(w, f->level[l].blocks, level_bytes(f->level[l].capacity));
     world_free(w, f->ids, f->ids_capacity * sizeof(uint32_t));
     world_free(w, f->chunk_count, f->chunk_capacity * sizeof(size_t));
     world_free(w, f->chunk_bounds, f->chunk_bounds_capacity * sizeof(float));

@@ -20,6 +20,15 @@
 
 typedef enum bench_engine { BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE, BENCH_PEER } bench_engine;
 
+/* How a static_world case uses its scene: the static field flagged static (the real case), not
+ * flagged (the same world with every object in the tree), or only the movers in the world. */
+typedef enum bench_variant {
+    VARIANT_PLAIN,
+    VARIANT_ALL_IN_TREE,
+    VARIANT_MOVERS_ONLY
+} bench_variant;
+static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only"};
+
 typedef struct bench_case {
     scene_kind scene;
     bench_engine engine;
@@ -27,6 +36,7 @@ typedef struct bench_case {
     broadphase_update_policy update;
     size_t count;
     int threads;
+    bench_variant variant;
     char name[96];
 } bench_case;
 
@@ -58,8 +68,9 @@ static const char *engine_name(const bench_case *c) {
     return c->engine == BENCH_PEER ? peer_engine_name(c->peer) : names[c->engine];
 }
 
-static void add_case(scene_kind kind, bench_engine engine, peer_engine which,
-                     broadphase_update_policy update, size_t count, int threads) {
+static void add_variant_case(scene_kind kind, bench_variant variant, bench_engine engine,
+                             peer_engine which, broadphase_update_policy update, size_t count,
+                             int threads) {
     static const char *const update_names[] = {"auto", "rebuild", "refit"};
     if (bench_cases_count == bench_cases_capacity) {
         size_t capacity = bench_cases_capacity ? 2 * bench_cases_capacity : 1024;
@@ -69,13 +80,35 @@ static void add_case(scene_kind kind, bench_engine engine, peer_engine which,
         bench_cases_capacity = capacity;
     }
     bench_case *c = &bench_cases[bench_cases_count++];
-    *c = (bench_case){kind, engine, which, update, count, threads, ""};
+    *c = (bench_case){kind, engine, which, update, count, threads, variant, ""};
     if (engine == BENCH_KDTREE || engine == BENCH_OCTREE) {
-        snprintf(c->name, sizeof c->name, "step/%s/%s/%s/n:%zu/threads:%d", scene_name(kind),
-                 engine_name(c), update_names[update], count, threads);
+        snprintf(c->name, sizeof c->name, "step/%s%s/%s/%s/n:%zu/threads:%d", scene_name(kind),
+                 variant_suffix[variant], engine_name(c), update_names[update], count, threads);
     } else {
-        snprintf(c->name, sizeof c->name, "step/%s/%s/n:%zu/threads:%d", scene_name(kind),
-                 engine_name(c), count, threads);
+        snprintf(c->name, sizeof c->name, "step/%s%s/%s/n:%zu/threads:%d", scene_name(kind),
+                 variant_suffix[variant], engine_name(c), count, threads);
+    }
+}
+
+static void add_case(scene_kind kind, bench_engine engine, peer_engine which,
+                     broadphase_update_policy update, size_t count, int threads) {
+    add_variant_case(kind, VARIANT_PLAIN, engine, which, update, count, threads);
+}
+
+/* Worlds where most objects stay put: static_world (1 000 000 statics and 10 000 movers) with
+ * its statics flagged, with every object in the tree, and with the movers alone; sleeping
+ * (1 000 000 objects, 1% moving). Both trees, update auto, 1 thread and all of them. */
+static void add_still_world_cases(const int *threads, int thread_count) {
+    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
+    int ends[2] = {threads[0], threads[thread_count - 1]};
+    for (int t = 0; t < (ends[0] == ends[1] ? 1 : 2); t++) {
+        for (size_t m = 0; m < 2; m++) {
+            for (int v = 0; v < 3; v++)
+                add_variant_case(SCENE_STATIC_WORLD, (bench_variant)v, trees[m], PEER_ENGINE_COUNT,
+                                 BROADPHASE_UPDATE_AUTO, 1010000, ends[t]);
+            add_case(SCENE_SLEEPING, trees[m], PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, 1000000,
+                     ends[t]);
+        }
     }
 }
 
@@ -184,6 +217,7 @@ static void build_cases(void) {
                 add_scene_cases(scenes[sc], dense_counts[n], threads, thread_count);
             }
         }
+        if (counts[n] == 1000000) add_still_world_cases(threads, thread_count);
     }
 }
 
@@ -213,9 +247,9 @@ static peer_boxes scene_peer_boxes(const scene *s) {
     return b;
 }
 
-static broadphase_status world_for_scene(const scene *s, broadphase_method method,
-                                         broadphase_update_policy update, int threads,
-                                         uint32_t *ids, broadphase_world **w_out,
+static broadphase_status world_for_scene(const scene *s, bench_variant variant,
+                                         broadphase_method method, broadphase_update_policy update,
+                                         int threads, uint32_t *ids, broadphase_world **w_out,
                                          const char **stage) {
     broadphase_config cfg = broadphase_config_default(s->dimensions);
     cfg.method = method;
@@ -226,7 +260,13 @@ static broadphase_status world_for_scene(const scene *s, broadphase_method metho
     broadphase_status st = broadphase_create(&cfg, w_out);
     if (st == BROADPHASE_OK) {
         *stage = "adding the scene";
-        st = (broadphase_status)scene_add_to_world(s, *w_out, ids);
+        st = (broadphase_status)(variant == VARIANT_MOVERS_ONLY
+                                     ? scene_add_movers_to_world(s, *w_out, ids)
+                                     : scene_add_to_world(s, *w_out, ids));
+    }
+    if (st == BROADPHASE_OK && variant == VARIANT_PLAIN && s->static_count > 0) {
+        *stage = "flagging the statics";
+        st = (broadphase_status)scene_set_statics(s, *w_out, ids);
     }
     return st;
 }
@@ -240,8 +280,8 @@ static bool setup_ours(bench_run *r, char *error, size_t error_size) {
         [BENCH_BRUTE] = BROADPHASE_METHOD_BRUTE_FORCE,
     };
     const char *stage;
-    broadphase_status st = world_for_scene(&r->s, methods[r->c->engine], r->c->update,
-                                           r->c->threads, r->ids, &r->w, &stage);
+    broadphase_status st = world_for_scene(&r->s, r->c->variant, methods[r->c->engine],
+                                           r->c->update, r->c->threads, r->ids, &r->w, &stage);
     if (st == BROADPHASE_OK) {
         stage = "warm-up step";
         st = broadphase_step(r->w, NULL);
@@ -283,8 +323,8 @@ static bool check_peer(bench_run *r, char *error, size_t error_size) {
     broadphase_world *w = NULL;
     const char *stage;
     broadphase_pairs want = {0};
-    broadphase_status st = world_for_scene(&r->s, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO,
-                                           0, r->ids, &w, &stage);
+    broadphase_status st = world_for_scene(&r->s, VARIANT_PLAIN, BROADPHASE_METHOD_KDTREE,
+                                           BROADPHASE_UPDATE_AUTO, 0, r->ids, &w, &stage);
     if (st == BROADPHASE_OK) {
         stage = "kd-tree step for the check";
         st = broadphase_step(w, &want);

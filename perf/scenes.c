@@ -16,15 +16,28 @@
 #define SCENE_MAX_SPEED 0.05f
 
 static const char *const scene_names[SCENE_KIND_COUNT] = {
-    [SCENE_UNIFORM] = "uniform",   [SCENE_CLUSTERED] = "clustered", [SCENE_MIXED] = "mixed",
-    [SCENE_MOVING] = "moving",     [SCENE_SPHERES] = "spheres",     [SCENE_PLANE2D] = "plane2d",
-    [SCENE_MOVING2D] = "moving2d", [SCENE_DENSE] = "dense",         [SCENE_SHAPES] = "shapes",
-    [SCENE_SHAPES2D] = "shapes2d", [SCENE_IDENTICAL] = "identical", [SCENE_FLAT] = "flat",
-    [SCENE_HUGE] = "huge",         [SCENE_TINY] = "tiny",           [SCENE_FAR] = "far",
+    [SCENE_UNIFORM] = "uniform",
+    [SCENE_CLUSTERED] = "clustered",
+    [SCENE_MIXED] = "mixed",
+    [SCENE_MOVING] = "moving",
+    [SCENE_SPHERES] = "spheres",
+    [SCENE_PLANE2D] = "plane2d",
+    [SCENE_MOVING2D] = "moving2d",
+    [SCENE_DENSE] = "dense",
+    [SCENE_SHAPES] = "shapes",
+    [SCENE_SHAPES2D] = "shapes2d",
+    [SCENE_IDENTICAL] = "identical",
+    [SCENE_FLAT] = "flat",
+    [SCENE_HUGE] = "huge",
+    [SCENE_TINY] = "tiny",
+    [SCENE_FAR] = "far",
+    [SCENE_STATIC_WORLD] = "static_world",
+    [SCENE_SLEEPING] = "sleeping",
 };
 
-/* Gather buffers for scenes that mix boxes and spheres: the engine takes one kind per call, so
- * each frame the two kinds are copied into contiguous columns (allocated once, in scene_make). */
+/* Gather buffers for scenes that mix boxes and spheres (the engine takes one kind per call) or
+ * that move only some of their objects: each frame the objects to push are copied into
+ * contiguous columns, by kind (allocated once, in scene_make). */
 typedef struct scene_scratch {
     size_t box_count, sphere_count;
     size_t *box_index, *sphere_index; /* object indices of each kind, ascending */
@@ -84,7 +97,19 @@ bool scene_parse(const char *name, scene_kind *kind_out) {
 }
 
 bool scene_is_moving(scene_kind kind) {
-    return kind == SCENE_MOVING || kind == SCENE_MOVING2D;
+    return kind == SCENE_MOVING || kind == SCENE_MOVING2D || kind == SCENE_STATIC_WORLD ||
+           kind == SCENE_SLEEPING;
+}
+
+/* Whether object i of a scene of n objects moves. */
+static bool scene_moves(scene_kind kind, size_t i, size_t n) {
+    if (kind == SCENE_STATIC_WORLD) return i >= n - n / 101;
+    if (kind == SCENE_SLEEPING) return i % 100 == 0;
+    return scene_is_moving(kind);
+}
+
+static bool scene_moves_some(scene_kind kind) {
+    return kind == SCENE_STATIC_WORLD || kind == SCENE_SLEEPING;
 }
 
 static int scene_dimensions(scene_kind kind) {
@@ -152,7 +177,11 @@ static bool scratch_alloc(scene *s) {
     scene_scratch *x = calloc(1, sizeof *x);
     if (!x) return false;
     s->scratch = x;
-    for (size_t i = 0; i < s->count; i++) s->is_sphere[i] ? x->sphere_count++ : x->box_count++;
+    bool some = scene_moves_some(s->kind);
+    for (size_t i = 0; i < s->count; i++) {
+        if (some && !scene_moves(s->kind, i, s->count)) continue;
+        s->is_sphere[i] ? x->sphere_count++ : x->box_count++;
+    }
     size_t nb = x->box_count ? x->box_count : 1, ns = x->sphere_count ? x->sphere_count : 1;
     bool ok = (x->box_index = malloc(nb * sizeof(size_t))) != NULL;
     ok &= (x->sphere_index = malloc(ns * sizeof(size_t))) != NULL;
@@ -167,6 +196,7 @@ static bool scratch_alloc(scene *s) {
     if (!ok) return false;
     size_t b = 0, sp = 0;
     for (size_t i = 0; i < s->count; i++) {
+        if (some && !scene_moves(s->kind, i, s->count)) continue;
         if (s->is_sphere[i]) {
             x->sphere_index[sp++] = i;
         } else {
@@ -248,9 +278,10 @@ static void fill_clustered(scene *s, uint64_t *rng, float side) {
 /* Drawn after every position so that the positions match the static twin's. */
 static void fill_velocity(scene *s, uint64_t *rng) {
     for (size_t i = 0; i < s->count; i++) {
+        bool moves = scene_moves(s->kind, i, s->count);
         for (int k = 0; k < 3; k++) {
-            s->velocity[k][i] =
-                k < s->dimensions ? uniform_in(rng, -SCENE_MAX_SPEED, SCENE_MAX_SPEED) : 0.0f;
+            float v = k < s->dimensions ? uniform_in(rng, -SCENE_MAX_SPEED, SCENE_MAX_SPEED) : 0.0f;
+            s->velocity[k][i] = moves ? v : 0.0f;
         }
     }
 }
@@ -313,7 +344,9 @@ bool scene_make(scene *s, scene_kind kind, size_t count, uint64_t seed) {
     } else if (kind == SCENE_TINY) {
         scale_scene(s, 1e-30f);
     }
-    if (scene_is_mixed_shapes(kind) && !scratch_alloc(s)) {
+    for (size_t i = 0; i < count; i++) s->mover_count += scene_moves(kind, i, count);
+    if (kind == SCENE_STATIC_WORLD) s->static_count = count - count / 101;
+    if ((scene_is_mixed_shapes(kind) || scene_moves_some(kind)) && !scratch_alloc(s)) {
         scene_free(s);
         return false;
     }
@@ -326,10 +359,13 @@ void scene_advance(scene *s) {
     float side = s->world_size;
     /* The largest float below L: a reflection that rounds onto the wall is pulled inside. */
     float inside = nextafterf(side, 0.0f);
+    const scene_scratch *x = scene_moves_some(s->kind) ? s->scratch : NULL;
+    size_t movers = x ? x->box_count : s->count;
     for (int k = 0; k < s->dimensions; k++) {
         float *c = s->center[k], *v = s->velocity[k], *h = s->half[k];
         float *lo = s->min[k], *hi = s->max[k];
-        for (size_t i = 0; i < s->count; i++) {
+        for (size_t j = 0; j < movers; j++) {
+            size_t i = x ? x->box_index[j] : j;
             float p = c[i] + v[i];
             if (p < 0.0f) {
                 p = -p;
@@ -419,5 +455,28 @@ int scene_move_in_world(const scene *s, struct broadphase_world *w, const uint32
                                  x->sphere_radius};
         st = broadphase_move_spheres(w, x->sphere_count, x->sphere_ids, &sp);
     }
+    return (int)st;
+}
+
+int scene_set_statics(const scene *s, struct broadphase_world *w, const uint32_t *ids) {
+    return (int)broadphase_set_static(w, s->static_count, ids, true);
+}
+
+int scene_add_movers_to_world(const scene *s, struct broadphase_world *w, uint32_t *ids) {
+    const scene_scratch *x = s->scratch;
+    if (!x || !scene_moves_some(s->kind)) return scene_add_to_world(s, w, ids);
+    /* The gather buffers hold the movers' boxes (these scenes have no spheres). */
+    for (size_t j = 0; j < x->box_count; j++) {
+        size_t i = x->box_index[j];
+        for (int k = 0; k < 3; k++) {
+            x->box_min[k][j] = s->min[k][i];
+            x->box_max[k][j] = s->max[k][i];
+        }
+    }
+    broadphase_boxes b = {x->box_min[0], x->box_min[1], x->box_min[2],
+                          x->box_max[0], x->box_max[1], x->box_max[2]};
+    broadphase_status st = broadphase_add_boxes(w, x->box_count, &b, x->box_ids);
+    for (size_t j = 0; st == BROADPHASE_OK && j < x->box_count; j++)
+        ids[x->box_index[j]] = x->box_ids[j];
     return (int)st;
 }

@@ -25,6 +25,11 @@ typedef enum scene_kind {
     SCENE_TINY,      /* uniform scene scaled so coordinates are around 1e-30 */
     SCENE_FAR, /* shapes (boxes and spheres alternating), centres moved 1e7 away from the origin
                 * on every axis: sizes about 1 where floats are 1 apart (a large world) */
+    /* Worlds where most objects stay put (issue 5's benchmarks). Only the movers move, and only
+     * they are pushed to the world each frame. */
+    SCENE_STATIC_WORLD, /* uniform boxes; the last n/101 move as in moving, the others are a
+                         * static field (n = 1 010 000: 1 000 000 statics, 10 000 movers) */
+    SCENE_SLEEPING,     /* uniform boxes; every 100th moves as in moving, the others sleep */
     SCENE_KIND_COUNT
 } scene_kind;
 
@@ -39,8 +44,10 @@ typedef struct scene {
     float *center[3], *radius;
     float *velocity[3]; /* per frame, moving scenes only (NULL otherwise) */
     uint64_t frame;
-    float *half[3]; /* box half-extents per axis, moving scenes only (NULL otherwise) */
-    void *scratch;  /* gather buffers for mixed-shape scenes, owned by scenes.c */
+    float *half[3];      /* box half-extents per axis, moving scenes only (NULL otherwise) */
+    size_t static_count; /* static_world: objects [0, static_count) are its static field */
+    size_t mover_count;  /* objects that move (none in the scenes that do not) */
+    void *scratch;       /* gather buffers for mixed-shape scenes, owned by scenes.c */
 } scene;
 /* Sphere objects also carry their bounding box in min/max, rounded outwards so that it contains
  * the exact sphere; in 2D scenes the z columns are all zero. */
@@ -63,6 +70,11 @@ void scene_free(scene *s);
 struct broadphase_world;
 int scene_add_to_world(const scene *s, struct broadphase_world *w, uint32_t *ids_out);
 int scene_move_in_world(const scene *s, struct broadphase_world *w, const uint32_t *ids);
+/* Adds only the objects that move (static_world and sleeping; the whole scene otherwise): their
+ * ids go to ids_out at their scene indices, the others' entries are left alone. */
+int scene_add_movers_to_world(const scene *s, struct broadphase_world *w, uint32_t *ids_out);
+/* Flags the scene's static field (static_world) static in the world. */
+int scene_set_statics(const scene *s, struct broadphase_world *w, const uint32_t *ids);
 
 /* splitmix64 and the uniform float in [0,1) from it. */
 uint64_t scene_splitmix64(uint64_t *state);
