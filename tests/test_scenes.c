@@ -305,9 +305,40 @@ TEST(world_round_trip) {
     }
 }
 
+/* static_world and sleeping move only their movers (the last n/101, every 100th), and push only
+ * them: a world holding the scene sees the others where they were added. */
+TEST(still_worlds_move_only_their_movers) {
+    static const scene_kind kinds[] = {SCENE_STATIC_WORLD, SCENE_SLEEPING};
+    for (size_t ki = 0; ki < 2; ki++) {
+        scene s, start;
+        size_t n = 5050;
+        TEST_CONTEXT("scene %s", scene_name(kinds[ki]));
+        REQUIRE(scene_make(&s, kinds[ki], n, 4));
+        REQUIRE(scene_make(&start, kinds[ki], n, 4));
+        bool sleeping = kinds[ki] == SCENE_SLEEPING;
+        CHECK_EQ_INT(s.mover_count, sleeping ? (n + 99) / 100 : n / 101);
+        CHECK_EQ_INT(s.static_count, sleeping ? 0 : n - n / 101);
+        for (int f = 0; f < 20; f++) scene_advance(&s);
+        size_t moved = 0, bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            bool mover = sleeping ? i % 100 == 0 : i >= n - n / 101;
+            bool same = true;
+            for (int k = 0; k < 3; k++)
+                same &= s.min[k][i] == start.min[k][i] && s.max[k][i] == start.max[k][i];
+            moved += !same;
+            bad += !mover && !same;
+        }
+        CHECK_EQ_INT(bad, 0);
+        CHECK(moved > s.mover_count * 9 / 10); /* a mover with a tiny velocity may round back */
+        scene_free(&s);
+        scene_free(&start);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(splitmix64_reference), TEST_ENTRY(uniform_in_unit_interval),
           TEST_ENTRY(names_round_trip), TEST_ENTRY(same_seed_same_scene),
           TEST_ENTRY(every_object_valid), TEST_ENTRY(shapes_and_extents),
           TEST_ENTRY(uniform_densities), TEST_ENTRY(moving_starts_as_static_twin),
           TEST_ENTRY(moving_stays_inside), TEST_ENTRY(static_scenes_do_not_move),
-          TEST_ENTRY(mixed_large_objects), TEST_ENTRY(world_round_trip))
+          TEST_ENTRY(mixed_large_objects), TEST_ENTRY(world_round_trip),
+          TEST_ENTRY(still_worlds_move_only_their_movers))
