@@ -527,6 +527,12 @@ static broadphase_status check_ids(broadphase_world *w, size_t count, const uint
     return BROADPHASE_OK;
 }
 
+/* The ids of a batch that changes objects: NULL is an argument error, else as check_ids. */
+static broadphase_status check_id_batch(broadphase_world *w, size_t count, const uint32_t *ids,
+                                        size_t *bad) {
+    return ids ? check_ids(w, count, ids, bad) : BROADPHASE_ERROR_INVALID_ARGUMENT;
+}
+
 /* A move batch names its first bad element, whether its id or its values are at fault (an id
  * error wins a tie); a missing array is an argument error before any element. */
 static broadphase_status check_move(broadphase_world *w, size_t count, const uint32_t *ids,
@@ -816,10 +822,7 @@ broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!ids)
-            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
-        else
-            s = check_ids(w, count, ids, &bad);
+        s = check_id_batch(w, count, ids, &bad);
         if (s == BROADPHASE_OK && !w->is_static && !static_reserve(w, w->id_end))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
@@ -853,10 +856,7 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!ids)
-            s = BROADPHASE_ERROR_INVALID_ARGUMENT;
-        else
-            s = check_ids(w, count, ids, &bad);
+        s = check_id_batch(w, count, ids, &bad);
         if (s == BROADPHASE_OK &&
             !world_grow(w, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
                         sizeof(uint32_t), w->free_count))

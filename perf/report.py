@@ -495,6 +495,59 @@ def markdown(res, args, images, base_dir):
     return "\n".join(out) + "\n"
 
 
+STILL = ("static_world", "static_world_all_in_tree", "static_world_movers_only", "sleeping")
+
+
+def still_table(res):
+    """Worlds that mostly stand still (issue 5): static_world with its statics flagged, with
+    every object in the tree, and with its movers alone; sleeping against moving at the same N
+    (every object moving), where the files have it."""
+    rows = []
+    methods = sorted({(k.engine, k.update, k.threads) for k in res.rec if k.scene in STILL},
+                     key=lambda m: (m[2], rank(TREES, m[0]), m[1]))
+    for engine, update, threads in methods:
+        def ms(scene):
+            ks = [k for k in res.keys(scene, engines=(engine,))
+                  if k.update == update and k.threads == threads]
+            return (res.ms(ks[0]), ks[0].n) if ks else (None, None)
+        flagged, n = ms("static_world")
+        whole, _ = ms("static_world_all_in_tree")
+        alone, _ = ms("static_world_movers_only")
+        sleeping, sn = ms("sleeping")
+        moving = None
+        if sn:
+            ks = [k for k in res.keys("moving", sn, (engine,))
+                  if k.update == update and k.threads == threads]
+            moving = res.ms(ks[0]) if ks else None
+
+        def ratio(a, b):
+            return fmt_x(a / b) if a and b else "-"
+        rows.append([f"{label(engine, update)}", str(threads), fmt(flagged) if flagged else "-",
+                     fmt(whole) if whole else "-", fmt(alone) if alone else "-",
+                     ratio(flagged, alone), ratio(whole, flagged),
+                     fmt(sleeping) if sleeping else "-", fmt(moving) if moving else "-",
+                     f"{100 * sleeping / moving:.0f}%" if sleeping and moving else "-"])
+    if not rows:
+        return []
+    return table(["method", "threads", "static_world", "all in tree", "movers only",
+                  "static_world / movers only", "all in tree / static_world", "sleeping",
+                  "moving (all move)", "sleeping / moving"],
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"],
+                 rows)
+
+
+def still_markdown(res, args, base_dir):
+    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out = machine_lines(res, base_dir)
+    out += ["", "Median ms per frame. `static_world`: 1,000,000 static boxes and 10,000 moving "
+                "ones (N = 1,010,000), the statics flagged static; `all in tree`: the same world "
+                "with no flags (every object in the tree); `movers only`: a world holding only "
+                "the 10,000 movers. `sleeping`: 1,000,000 boxes of which every 100th moves; "
+                "`moving`: the same N with every object moving. Only the objects that move are "
+                f"pushed each frame. Made by `{command}`.", ""]
+    return "\n".join(out + still_table(res)) + "\n"
+
+
 def read_readme(path, section=""):
     """-> (text, begin, end): the file and where its markers are; exits 2 without them."""
     first, last = markers(section)
@@ -824,6 +877,9 @@ def main():
                     help="per-method table: every thread count (default: lowest and highest)")
     ap.add_argument("--heading-level", type=int, default=3, choices=range(1, 7),
                     help="markdown heading level of the sections (default 3)")
+    ap.add_argument("--still", action="store_true",
+                    help="only the table of worlds that mostly stand still (static_world, "
+                         "sleeping)")
     ap.add_argument("--section", default="", metavar="NAME",
                     help="with --readme: the block between <!-- perf:NAME:begin --> and "
                          "<!-- perf:NAME:end --> instead (a second machine's figures, say)")
@@ -839,6 +895,17 @@ def main():
         scenes = [s for s in args.plot_scene.split(",") if s]
         images = write_plots(res, args.plots, scenes)
 
+    if args.still:
+        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
+        text = still_markdown(res, args, base)
+        if args.readme:
+            replace_readme(args.readme, text, args.section)
+        elif args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+        return
     if args.readme:
         base = os.path.dirname(os.path.abspath(args.readme))
         replace_readme(args.readme, markdown(res, args, images, base), args.section)

@@ -5,10 +5,13 @@
 # force where the table has it, every peer library built in), at 1 thread and at all of them;
 # 3 repetitions, aggregates only. With --threads-sweep: moving and moving2d at N = 1e6, kd-tree
 # and octree, refit and auto, at every thread count of the table (1, 2, 4, ... and the hardware
-# count).
+# count). With --still: the worlds that mostly stand still (static_world with its statics
+# flagged, with every object in the tree and with its movers alone; sleeping) and moving at
+# N = 1e6 for comparison, both trees, update auto, 1 thread and all of them (about a minute).
 #
-# Usage: perf/run_standard.sh [--threads-sweep] [--bench PATH] [OUT.json] [-- BENCH-OPTIONS...]
-#   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep)
+# Usage: perf/run_standard.sh [--threads-sweep | --still] [--bench PATH] [OUT.json] [-- OPTIONS...]
+#   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
+#              bench-still.json with --still)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -25,6 +28,7 @@ extra=()
 while [ $# -gt 0 ]; do
     case $1 in
     --threads-sweep) mode=sweep ;;
+    --still) mode=still ;;
     --bench)
         bench=$2
         shift
@@ -59,7 +63,11 @@ most=$(printf '%s\n' "$all_threads" | tail -n 1)
 if [ "$mode" = standard ]; then
     out=${out:-perf/results/bench-standard.json}
     engines='((kdtree|octree)/(auto|refit)|brute|bullet-dbvt|bullet-sap|cgal|fcl|box2d)'
-    filter="^step/[^/]+/$engines/n:[0-9]+/threads:(1|$most)/"
+    scenes='(uniform|clustered|mixed|moving|spheres|plane2d|moving2d|dense)'
+    filter="^step/$scenes/$engines/n:[0-9]+/threads:(1|$most)/"
+elif [ "$mode" = still ]; then
+    out=${out:-perf/results/bench-still.json}
+    filter="^step/((static_world[a-z_]*|sleeping)/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'

@@ -464,19 +464,26 @@ TEST(pair_events_removal_and_reused_id) {
     }
 }
 
+/* A 2D world of `method` with four unit boxes on one spot (all six pairs overlap), ids 0..3. */
+static broadphase_world *four_boxes(broadphase_method method, uint32_t ids[4]) {
+    broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
+    if (!w) return NULL;
+    float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
+    broadphase_boxes b = {lo, lo, NULL, hi, hi, NULL};
+    CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+    return w;
+}
+
 /* Filters by hand: categories and masks both ways, groups, defaults for new and reused ids,
  * and bad input refused with nothing changed. */
 TEST(filters_by_hand_and_bad_input) {
     for (size_t ti = 0; ti < 3; ti++) {
         broadphase_method method = method_at(ti);
         TEST_CONTEXT("method %d", (int)method);
-        broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
-        REQUIRE(w);
-        /* Four boxes on one spot: all six pairs overlap. */
-        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
-        broadphase_boxes b = {lo, lo, NULL, hi, hi, NULL};
         uint32_t ids[4];
-        CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+        broadphase_world *w = four_boxes(method, ids);
+        REQUIRE(w);
+        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
         broadphase_filter f;
         CHECK_EQ_INT(broadphase_get_filter(w, 3, &f), BROADPHASE_OK);
         CHECK(f.category == 1 && f.mask == 0xFFFFFFFFu && f.group == 0);
@@ -521,20 +528,16 @@ TEST(filters_by_hand_and_bad_input) {
     }
 }
 
-/* Remove everything, step, add again: the tree empties and comes back. */
 /* Static flags by hand: static-static pairs vanish, static-moving ones stay, through moves,
  * removal and id reuse; bad input changes nothing. */
 TEST(statics_by_hand_and_bad_input) {
     for (size_t ti = 0; ti < 3; ti++) {
         broadphase_method method = method_at(ti);
         TEST_CONTEXT("method %d", (int)method);
-        broadphase_world *w = make_world(2, method, BROADPHASE_UPDATE_AUTO, 2);
-        REQUIRE(w);
-        /* Four boxes on one spot: all six pairs overlap. */
-        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
-        broadphase_boxes b = {lo, lo, NULL, hi, hi, NULL};
         uint32_t ids[4];
-        CHECK_EQ_INT(broadphase_add_boxes(w, 4, &b, ids), BROADPHASE_OK);
+        broadphase_world *w = four_boxes(method, ids);
+        REQUIRE(w);
+        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
         bool flag = true;
         CHECK_EQ_INT(broadphase_get_static(w, 3, &flag), BROADPHASE_OK);
         CHECK(!flag);
@@ -586,6 +589,7 @@ TEST(statics_by_hand_and_bad_input) {
     }
 }
 
+/* Remove everything, step, add again: the tree empties and comes back. */
 TEST(empty_and_refill) {
     for (size_t ti = 0; ti < TREE_COUNT; ti++) {
         for (int p = 0; p < 3; p++) {
