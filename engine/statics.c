@@ -230,6 +230,19 @@ typedef struct query_ctx {
     size_t count;
 } query_ctx;
 
+/* A block of 8 entries as the box kernel sees it. */
+static inline simd_boxes block_view(const float *block) {
+    return (simd_boxes){{block, block + 8, block + 16}, {block + 24, block + 32, block + 40}};
+}
+
+/* Query s's box, from the tree's slots. */
+static inline void query_box(const query_ctx *c, size_t s, float qmin[3], float qmax[3]) {
+    for (int a = 0; a < 3; a++) {
+        qmin[a] = c->query.min[a][s];
+        qmax[a] = c->query.max[a][s];
+    }
+}
+
 static inline void fetch_block(const float *block) {
     __builtin_prefetch(block);
     __builtin_prefetch(block + 16);
@@ -251,8 +264,7 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
         top--;
         int l = stack_level[top];
         size_t b = stack[top];
-        const float *block = f->level[l].blocks + b * STATICS_BLOCK_FLOATS;
-        simd_boxes view = {{block, block + 8, block + 16}, {block + 24, block + 32, block + 40}};
+        simd_boxes view = block_view(f->level[l].blocks + b * STATICS_BLOCK_FLOATS);
         size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
         if (l == 0) {
             if (h + 8 > k->hit_capacity) {
@@ -292,10 +304,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
     frontier_entry at[2][FRONTIER_MAX];
     float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
     for (size_t q = 0; q < n; q++) {
-        for (int a = 0; a < 3; a++) {
-            qmin[q][a] = c->query.min[a][first + q];
-            qmax[q][a] = c->query.max[a][first + q];
-        }
+        query_box(c, first + q, qmin[q], qmax[q]);
         at[0][q] = (frontier_entry){0, (uint32_t)q};
     }
     size_t count = n;
@@ -306,9 +315,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
         size_t next = 0;
         for (size_t e = 0; e < count; e++) {
             frontier_entry fe = at[cur][e];
-            const float *block = blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS;
-            simd_boxes view = {{block, block + 8, block + 16},
-                               {block + 24, block + 32, block + 40}};
+            simd_boxes view = block_view(blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS);
             size_t h = simd_box_vs_boxes(qmin[fe.query], qmax[fe.query], &view, 0, 8, dims, hit);
             if (next + h > FRONTIER_MAX) return false;
             for (size_t j = 0; j < h; j++) {
@@ -331,8 +338,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
             h = 0;
             q = fe.query;
         }
-        const float *block = blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS;
-        simd_boxes view = {{block, block + 8, block + 16}, {block + 24, block + 32, block + 40}};
+        simd_boxes view = block_view(blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS);
         size_t m = simd_box_vs_boxes(qmin[q], qmax[q], &view, 0, 8, dims, hit);
         for (size_t j = 0; j < m; j++) k->hits[h + j] = 8 * fe.block + hit[j];
         h += m;
@@ -356,10 +362,7 @@ static void query_job(size_t job, int worker, void *p) {
         if (query_batch(c, k, &wr, first, n)) continue;
         for (size_t s = first; s < first + n; s++) {
             float qmin[3], qmax[3];
-            for (int a = 0; a < 3; a++) {
-                qmin[a] = c->query.min[a][s];
-                qmax[a] = c->query.max[a][s];
-            }
+            query_box(c, s, qmin, qmax);
             query_one(c, k, &wr, c->query_id[s], qmin, qmax);
         }
     }

@@ -407,8 +407,60 @@ TEST(statics_on_every_scene) {
     free(want.data);
 }
 
+/* Movers that cover the whole static field: a batch's level-by-level walk overflows its
+ * frontier (the queries then go one at a time, depth first) and a query's hits overflow the hit
+ * buffer (emitted in pieces). Small movers ride along. Against pairs counted by hand. */
+TEST(statics_under_huge_movers) {
+    enum { SIDE = 16, STATICS = SIDE * SIDE * SIDE, MOVERS = 40 };
+    float mn[3][STATICS + MOVERS], mx[3][STATICS + MOVERS];
+    for (size_t i = 0; i < STATICS; i++) {
+        size_t cell[3] = {i % SIDE, i / SIDE % SIDE, i / (SIDE * SIDE)};
+        for (int k = 0; k < 3; k++) {
+            mn[k][i] = 1.5f * (float)cell[k];
+            mx[k][i] = mn[k][i] + 1.0f;
+        }
+    }
+    uint64_t rng = 31;
+    for (size_t j = 0; j < MOVERS; j++) {
+        size_t i = STATICS + j;
+        bool huge = j % 2 == 0;
+        for (int k = 0; k < 3; k++) {
+            float c = 24.0f * scene_uniform(&rng);
+            mn[k][i] = huge ? -1.0f - c : c;
+            mx[k][i] = huge ? 30.0f + c : c + 2.0f;
+        }
+    }
+    pair_list want = {0};
+    for (size_t i = 0; i < STATICS + MOVERS; i++) {
+        for (size_t j = i + 1; j < STATICS + MOVERS; j++) {
+            if (j < STATICS) continue; /* static-static */
+            float a0[3] = {mn[0][i], mn[1][i], mn[2][i]}, a1[3] = {mx[0][i], mx[1][i], mx[2][i]};
+            float b0[3] = {mn[0][j], mn[1][j], mn[2][j]}, b1[3] = {mx[0][j], mx[1][j], mx[2][j]};
+            if (simd_pair_box_box(a0, a1, b0, b1, 3))
+                pair_list_push(&want, (uint32_t)i, (uint32_t)j);
+        }
+    }
+    CHECK(want.count > (MOVERS / 2) * STATICS);
+    broadphase_boxes b = {mn[0], mn[1], mn[2], mx[0], mx[1], mx[2]};
+    uint32_t ids[STATICS + MOVERS];
+    for (size_t mi = 0; mi < 3; mi++) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            TEST_CONTEXT("method %d threads %d", (int)method_at(mi), threads);
+            broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+            REQUIRE(w);
+            CHECK_EQ_INT(broadphase_add_boxes(w, STATICS + MOVERS, &b, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_set_static(w, STATICS, ids, true), BROADPHASE_OK);
+            broadphase_pairs got = step_ok(w);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "huge movers"));
+            broadphase_destroy(w);
+        }
+    }
+    free(want.data);
+}
+
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
-          TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
+          TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(statics_under_huge_movers),
+          TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
           TEST_ENTRY(octree_refit_equals_brute_force),
           TEST_ENTRY(octree_rebuild_and_auto_equal_brute_force), TEST_ENTRY(kdtree_tuning_extremes),
