@@ -9,23 +9,6 @@
 
 enum { EVENT_CHUNK = 65536 }; /* pairs of the longer list per chunk */
 
-static uint64_t key_of(broadphase_pair p) {
-    return (uint64_t)p.a << 32 | p.b;
-}
-
-/* The first index in [0, n) whose key is not below k. */
-static size_t lower_bound(const broadphase_pair *list, size_t n, uint64_t k) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (key_of(list[mid]) < k)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 typedef struct merge_ctx {
     broadphase_world *w;
     const broadphase_pair *lead, *other; /* chunks are cut along lead */
@@ -42,9 +25,9 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     events_state *e = &c->w->events;
     size_t l0 = chunk * EVENT_CHUNK,
            l1 = l0 + EVENT_CHUNK < c->lead_count ? l0 + EVENT_CHUNK : c->lead_count;
-    size_t o0 = chunk == 0 ? 0 : lower_bound(c->other, c->other_count, key_of(c->lead[l0]));
+    size_t o0 = chunk == 0 ? 0 : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l0]));
     size_t o1 = chunk + 1 >= c->chunks ? c->other_count
-                                       : lower_bound(c->other, c->other_count, key_of(c->lead[l1]));
+                                       : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l1]));
     const broadphase_pair *cur = c->lead_is_current ? c->lead : c->other;
     const broadphase_pair *prev = c->lead_is_current ? c->other : c->lead;
     size_t i = c->lead_is_current ? l0 : o0, i_end = c->lead_is_current ? l1 : o1;
@@ -53,8 +36,8 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     size_t ne = c->write ? e->chunk_count[2 * chunk + 1] : 0;
     const uint8_t *fresh = e->fresh;
     while (i < i_end || j < j_end) {
-        uint64_t kc = i < i_end ? key_of(cur[i]) : UINT64_MAX;
-        uint64_t kp = j < j_end ? key_of(prev[j]) : UINT64_MAX;
+        uint64_t kc = i < i_end ? pairs_order_key(cur[i]) : UINT64_MAX;
+        uint64_t kp = j < j_end ? pairs_order_key(prev[j]) : UINT64_MAX;
         bool begins = kc < kp, ends = kp < kc;
         if (kc == kp && c->any_fresh) begins = ends = fresh[cur[i].a] | fresh[cur[i].b];
         if (begins && c->write) e->begun[nb] = cur[i];
@@ -70,7 +53,8 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     }
 }
 
-static bool fresh_reserve(broadphase_world *w, events_state *e, size_t need) {
+bool events_fresh_reserve(broadphase_world *w, size_t need) {
+    events_state *e = &w->events;
     if (need <= e->fresh_capacity) return true;
     size_t cap = e->fresh_capacity + e->fresh_capacity / 2;
     if (cap < need) cap = need;
@@ -97,11 +81,9 @@ bool events_update(broadphase_world *w) {
         c.lead_is_current = false;
     }
     c.chunks = c.lead_count == 0 ? 1 : (c.lead_count + EVENT_CHUNK - 1) / EVENT_CHUNK;
-    if (!fresh_reserve(w, e, (size_t)w->id_end + 1) ||
-        !world_grow(w, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
+    if (!world_grow(w, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
                     0))
         return false;
-    for (size_t i = 0; i < w->added_count; i++) e->fresh[w->added[i]] = 1;
     threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
     size_t nb = 0, ne = 0;
     for (size_t i = 0; i < c.chunks; i++) {
@@ -120,7 +102,9 @@ bool events_update(broadphase_world *w) {
         e->begun_count = nb;
         e->ended_count = ne;
     }
-    for (size_t i = 0; i < w->added_count; i++) e->fresh[w->added[i]] = 0;
+    /* The marks of this step's new ids go (w->added holds them, and resting objects that went
+     * back into the tree, which were never marked); after a failure they stay for the next. */
+    for (size_t i = 0; ok && i < w->added_count; i++) e->fresh[w->added[i]] = 0;
     return ok;
 }
 

@@ -13,15 +13,16 @@ typedef struct broadphase_world broadphase_world;
 typedef struct events_state {
     broadphase_pair *begun, *ended;
     size_t begun_capacity, ended_capacity, begun_count, ended_count;
-    uint8_t *fresh; /* by id: 1 while events_update runs for ids added since the last step */
+    uint8_t *fresh; /* by id: 1 for ids added since the last successful step (add marks them) */
     size_t fresh_capacity;
     size_t *chunk_count; /* by chunk: begun, ended (counts, then offsets) */
     size_t chunk_capacity;
-    bool last_ok; /* the last step succeeded: its pairs are the previous list of the next */
 } events_state;
 
 /* After a successful step: the events between w->pairs' previous list and its current one,
  * treating an id added since the previous step as a new object (its old pairs ended, its new
  * ones began). False on out of memory (the events are then empty). */
 bool events_update(broadphase_world *w);
+/* The fresh marks for ids below `need`. False on out of memory. */
+bool events_fresh_reserve(broadphase_world *w, size_t need);
 void events_release(broadphase_world *w);

@@ -11,12 +11,13 @@
  * ran in. */
 #pragma once
 
+#include "broadphase.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct broadphase_world broadphase_world;
-typedef struct broadphase_pair broadphase_pair;
 
 enum { PAIRS_BUCKET_BITS = 11 }; /* at most 2^11 buckets */
 
@@ -117,4 +118,22 @@ static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     if ((pos & wr->block_mask) == 0) pos = pairs_claim(wr->ps, wr->worker, pos, bucket);
     wr->pool[pos] = key;
     wr->cursor[bucket] = pos + 1;
+}
+
+/* A published pair's place in the sorted list, as one integer. */
+static inline uint64_t pairs_order_key(broadphase_pair p) {
+    return (uint64_t)p.a << 32 | p.b;
+}
+
+/* The first index in [0, n) of sorted `list` whose key is not below k. */
+static inline size_t pairs_lower_bound(const broadphase_pair *list, size_t n, uint64_t k) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pairs_order_key(list[mid]) < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }

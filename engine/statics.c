@@ -47,13 +47,10 @@ static inline float *entry_at(const statics_level *l, size_t i) {
     return l->blocks + i / 8 * STATICS_BLOCK_FLOATS + i % 8;
 }
 
-static bool is_static_object(const broadphase_world *w, size_t i) {
-    return w->kind[i] != OBJECT_FREE && w->is_static[i];
-}
-
 typedef struct build_ctx {
     broadphase_world *w;
     statics_field *f;
+    const uint8_t *flags; /* by id: the field's objects */
     uint64_t *keys;
     uint32_t *vals;
     double origin[3], scale[3];
@@ -73,7 +70,7 @@ static void count_statics(size_t chunk, int worker, void *p) {
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t n = 0;
     for (size_t i = begin; i < end; i++) {
-        if (!is_static_object(w, i)) continue;
+        if (w->kind[i] == OBJECT_FREE || !c->flags[i]) continue;
         float m[3];
         box_centre(&w->box[i], m);
         for (int k = 0; k < 3; k++) {
@@ -110,7 +107,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
     if (end > w->id_end) end = w->id_end;
     size_t at = c->f->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
-        if (!is_static_object(w, i)) continue;
+        if (w->kind[i] == OBJECT_FREE || !c->flags[i]) continue;
         float m[3];
         box_centre(&w->box[i], m);
         c->keys[at] = centre_key(c, m, w->config.dimensions);
@@ -154,7 +151,10 @@ static void fill_bounds(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-static bool build(broadphase_world *w, statics_field *f, size_t count) {
+bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags,
+                         size_t count) {
+    f->levels = 0;
+    if (count == 0) return true;
     size_t chunks = (w->id_end + STATICS_CHUNK - 1) / STATICS_CHUNK;
     if (!world_grow(w, (void **)&f->chunk_count, &f->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
@@ -166,7 +166,7 @@ static bool build(broadphase_world *w, statics_field *f, size_t count) {
     size_t hist = threads_radix_scratch_size(w->workers);
     size_t sort_bytes = count * 2 * (sizeof(uint64_t) + sizeof(uint32_t)) + hist;
     if (!world_grow(w, &f->sort, &f->sort_bytes, sort_bytes, 1, 0)) return false;
-    build_ctx c = {.w = w, .f = f, .keys = f->sort};
+    build_ctx c = {.w = w, .f = f, .flags = flags, .keys = f->sort};
     uint64_t *keys_tmp = c.keys + count;
     c.vals = (uint32_t *)(keys_tmp + count);
     uint32_t *vals_tmp = c.vals + count;
@@ -203,15 +203,13 @@ static bool build(broadphase_world *w, statics_field *f, size_t count) {
         levels++;
     }
     f->levels = ok ? levels : 0;
+    f->rebuilds += ok;
     return ok;
 }
 
 bool statics_update(broadphase_world *w) {
     if (!w->statics_dirty) return true;
-    statics_field *f = &w->statics;
-    f->levels = 0;
-    if (w->static_count > 0 && !build(w, f, w->static_count)) return false;
-    f->rebuilds += w->static_count > 0;
+    if (!statics_field_build(w, &w->statics, w->is_static, w->static_count)) return false;
     w->statics_dirty = false;
     return true;
 }
@@ -224,6 +222,8 @@ bool statics_active(const broadphase_world *w) {
 
 typedef struct query_ctx {
     broadphase_world *w;
+    const statics_field *f;
+    const uint8_t *mask; /* by id: the field's entries still in it; NULL: all */
     tree_workers *ws;
     simd_boxes query;
     const uint32_t *query_id;
@@ -249,10 +249,25 @@ static inline void fetch_block(const float *block) {
     __builtin_prefetch(block + 32);
 }
 
-/* Every static whose box overlaps object qid's (qmin, qmax), through the exact filter. */
+/* The pairs of object qid with the field's entries at positions k->hits[0, h), of those still in
+ * the field, through the exact filter. */
+static void emit(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid, size_t h) {
+    const uint32_t *ids = c->f->ids;
+    if (c->mask) {
+        size_t kept = 0;
+        for (size_t j = 0; j < h; j++) {
+            k->hits[kept] = k->hits[j];
+            kept += c->mask[ids[k->hits[j]]];
+        }
+        h = kept;
+    }
+    tree_emit(c->w, k, wr, qid, ids, h);
+}
+
+/* Every entry whose box overlaps object qid's (qmin, qmax), through the exact filter. */
 static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid,
                       const float qmin[3], const float qmax[3]) {
-    const statics_field *f = &c->w->statics;
+    const statics_field *f = c->f;
     int dims = c->w->config.dimensions;
     uint32_t stack[STACK_MAX];
     uint8_t stack_level[STACK_MAX];
@@ -268,7 +283,7 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
         size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
         if (l == 0) {
             if (h + 8 > k->hit_capacity) {
-                tree_emit(c->w, k, wr, qid, f->ids, h);
+                emit(c, k, wr, qid, h);
                 h = 0;
             }
             for (size_t j = 0; j < n; j++) k->hits[h + j] = (uint32_t)(8 * b) + hit[j];
@@ -284,7 +299,7 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
             stack_level[top++] = (uint8_t)(l - 1);
         }
     }
-    tree_emit(c->w, k, wr, qid, f->ids, h);
+    emit(c, k, wr, qid, h);
 }
 
 /* A batch of queries walks the pyramid level by level together: each level's blocks, for all
@@ -299,7 +314,7 @@ typedef struct frontier_entry {
  * batch then goes one query at a time). Nothing is emitted before the last level. */
 static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, size_t first,
                         size_t n) {
-    const statics_field *f = &c->w->statics;
+    const statics_field *f = c->f;
     int dims = c->w->config.dimensions;
     frontier_entry at[2][FRONTIER_MAX];
     float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
@@ -334,7 +349,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
     for (size_t e = 0; e < count; e++) {
         frontier_entry fe = at[cur][e];
         if (fe.query != q || h + 8 > k->hit_capacity) {
-            if (h) tree_emit(c->w, k, wr, c->query_id[first + q], f->ids, h);
+            if (h) emit(c, k, wr, c->query_id[first + q], h);
             h = 0;
             q = fe.query;
         }
@@ -343,7 +358,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
         for (size_t j = 0; j < m; j++) k->hits[h + j] = 8 * fe.block + hit[j];
         h += m;
     }
-    if (h) tree_emit(c->w, k, wr, c->query_id[first + q], f->ids, h);
+    if (h) emit(c, k, wr, c->query_id[first + q], h);
     return true;
 }
 
@@ -368,9 +383,12 @@ static void query_job(size_t job, int worker, void *p) {
     }
 }
 
-void statics_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots) {
-    if (!statics_active(w) || slots->count == 0) return;
+static void field_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
+                         const statics_field *f, const uint8_t *mask) {
+    if (f->levels == 0 || slots->count == 0) return;
     query_ctx c = {.w = w,
+                   .f = f,
+                   .mask = mask,
                    .ws = ws,
                    .query = tree_slots_boxes(slots),
                    .query_id = slots->sid[slots->cur],
@@ -378,8 +396,12 @@ void statics_search(broadphase_world *w, tree_workers *ws, const tree_slots *slo
     threads_for_chunks(w->workers, (slots->count + QUERY_SLOTS - 1) / QUERY_SLOTS, query_job, &c);
 }
 
-void statics_release(broadphase_world *w) {
-    statics_field *f = &w->statics;
+void statics_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots) {
+    if (statics_active(w)) field_search(w, ws, slots, &w->statics, NULL);
+    if (w->rest.count > 0) field_search(w, ws, slots, &w->rest.field, w->rest.at_rest);
+}
+
+void statics_field_release(broadphase_world *w, statics_field *f) {
     for (int l = 0; l < STATICS_LEVELS_MAX; l++)
         world_free(w, f->level[l].blocks, level_bytes(f->level[l].capacity));
     world_free(w, f->ids, f->ids_capacity * sizeof(uint32_t));
@@ -387,4 +409,8 @@ void statics_release(broadphase_world *w) {
     world_free(w, f->chunk_bounds, f->chunk_bounds_capacity * sizeof(float));
     world_free(w, f->sort, f->sort_bytes);
     memset(f, 0, sizeof *f);
+}
+
+void statics_release(broadphase_world *w) {
+    statics_field_release(w, &w->statics);
 }

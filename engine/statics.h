@@ -45,13 +45,21 @@ typedef struct statics_field {
     uint64_t rebuilds;
 } statics_field;
 
-/* Brings the field up to date when statics changed since it was built (w->statics_dirty).
- * False on out of memory (the field is then empty and still dirty). */
+/* Builds field f over the `count` live objects whose flags[id] is set. False on out of memory
+ * (the field is then empty). */
+bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags,
+                         size_t count);
+void statics_field_release(broadphase_world *w, statics_field *f);
+
+/* Brings the static field up to date when statics changed since it was built
+ * (w->statics_dirty). False on out of memory (the field is then empty and still dirty). */
 bool statics_update(broadphase_world *w);
 /* True when the world has statics for the objects in the trees to query. */
 bool statics_active(const broadphase_world *w);
 /* Inside a tree's search: the pairs between the objects in `slots` (the tree's, in tree order,
- * so that neighbouring queries walk the same blocks) and the statics, found by the tree's
- * workers into the step's pair writers. */
+ * so that neighbouring queries walk the same blocks) and those in the fields beside the tree:
+ * the statics, and the objects at rest (w->rest; its entries that left the rest since it was
+ * built are skipped), found by the tree's workers into the step's pair writers. */
 void statics_search(broadphase_world *w, struct tree_workers *ws, const struct tree_slots *slots);
+/* Both fields' memory (the static field and the rest field). */
 void statics_release(broadphase_world *w);

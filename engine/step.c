@@ -12,24 +12,34 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     double start = world_now_ms();
     bool events = w->config.pair_events;
-    if (events && w->events.last_ok) pairs_keep_previous(&w->pairs);
-    /* The trees' searches query the statics' structure, so it is brought up to date first;
-     * brute force tests every pair and drops the static-static ones. */
+    bool tree = w->config.method != BROADPHASE_METHOD_BRUTE_FORCE;
+    /* Events and the rest's carry-over both need the last step's pairs. */
+    if ((events || (tree && w->config.rest_share > 0.0f)) && w->last_step_ok)
+        pairs_keep_previous(&w->pairs);
+    /* The trees' searches query the statics' and the resting objects' fields, so those are
+     * brought up to date first; brute force tests every pair and drops the static-static ones. */
     broadphase_status s;
-    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE)
+    if (!tree)
         s = brute_force_step(w);
-    else if (!statics_update(w))
+    else if (!statics_update(w) || !rest_update(w))
         s = BROADPHASE_ERROR_OUT_OF_MEMORY;
     else if (w->config.method == BROADPHASE_METHOD_OCTREE)
         s = octree_step(w);
     else
         s = kdtree_step(w);
+    if (s == BROADPHASE_OK && tree) {
+        double carry_start = world_now_ms(); /* the carry-over is part of the output */
+        if (!rest_carry_over(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        w->stats.output_ms += world_now_ms() - carry_start;
+    }
     w->last_error_index = SIZE_MAX;
     if (s == BROADPHASE_OK && events && !events_update(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (events) w->events.last_ok = s == BROADPHASE_OK;
+    w->last_step_ok = s == BROADPHASE_OK;
     if (s == BROADPHASE_OK) {
         w->added_count = 0;
         w->trees_stale = false;
+        w->epoch++;
+        w->moved_count = 0;
         w->stats.steps++;
         w->stats.pairs = w->pairs.count;
         w->stats.step_ms = world_now_ms() - start;
@@ -56,6 +66,8 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     s.objects = w->live_count;
     s.static_objects = w->static_count;
     s.static_builds = w->statics.rebuilds;
+    s.resting_objects = w->rest.count;
+    s.rest_builds = w->rest.field.rebuilds;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
     s.bytes_in_use = w->bytes + threads_scratch_bytes(&w->scratch);
     s.allocations = w->allocations + threads_scratch_allocations(&w->scratch);

@@ -79,10 +79,11 @@ static size_t column_stride(size_t capacity) {
     return round_up(capacity, 16); /* floats; 16 floats = 64 bytes */
 }
 
-/* One block: the box records, then the float columns, the stamps and the kinds. */
+/* One block: the box records, then the float columns, the stamps, the change epochs and the
+ * kinds. */
 static size_t column_block_bytes(size_t capacity) {
     size_t s = column_stride(capacity);
-    return s * sizeof(world_box) + s * sizeof(float) * FLOAT_COLUMNS + s * sizeof(uint32_t) +
+    return s * sizeof(world_box) + s * sizeof(float) * FLOAT_COLUMNS + 2 * s * sizeof(uint32_t) +
            round_up(s, 64);
 }
 
@@ -112,7 +113,8 @@ static bool store_reserve(broadphase_world *w, size_t need) {
     float *f = (float *)(void *)(box + stride);
     float **cols[FLOAT_COLUMNS] = {&w->center[0], &w->center[1], &w->center[2], &w->radius};
     uint32_t *stamp = (uint32_t *)(f + stride * FLOAT_COLUMNS);
-    uint8_t *kind = (uint8_t *)(stamp + stride);
+    uint32_t *changed = stamp + stride;
+    uint8_t *kind = (uint8_t *)(changed + stride);
     if (w->box) memcpy(box, w->box, w->id_end * sizeof(world_box));
     w->box = box;
     for (int c = 0; c < FLOAT_COLUMNS; c++) {
@@ -121,12 +123,14 @@ static bool store_reserve(broadphase_world *w, size_t need) {
         if (old) memcpy(*cols[c], old, w->id_end * sizeof(float));
     }
     if (w->stamp) memcpy(stamp, w->stamp, w->id_end * sizeof(uint32_t));
+    if (w->changed) memcpy(changed, w->changed, w->id_end * sizeof(uint32_t));
     if (w->kind) memcpy(kind, w->kind, w->id_end);
     w->stamp = stamp;
+    w->changed = changed;
     w->kind = kind;
     for (size_t i = w->id_end; i < stride; i++) {
         set_sentinel(w, i);
-        stamp[i] = 0;
+        stamp[i] = changed[i] = 0;
     }
     world_free(w, w->column_block, w->column_block ? column_block_bytes(w->capacity) : 0);
     w->column_block = block;
@@ -227,6 +231,7 @@ broadphase_config broadphase_config_default(int dimensions) {
     c.rebuild_threshold = 1.5f;
     c.initial_capacity = 0;
     c.looseness = 1.5f;
+    c.rest_share = 0.125f;
     return c;
 }
 
@@ -244,6 +249,7 @@ static bool config_valid(const broadphase_config *c) {
     if (!(c->rebuild_threshold >= 1.0f && c->rebuild_threshold <= 1000.0f)) return false;
     if (c->initial_capacity > (size_t)UINT32_MAX - 1) return false;
     if (!(c->looseness >= 1.0f && c->looseness <= 4.0f)) return false;
+    if (!(c->rest_share >= 0.0f && c->rest_share <= 1.0f)) return false;
     return true;
 }
 
@@ -261,6 +267,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
     w->free_sorted = true;
+    w->epoch = 1;
     if (!store_reserve(w, config->initial_capacity)) {
         broadphase_destroy(w);
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -285,6 +292,7 @@ void broadphase_destroy(broadphase_world *w) {
     world_free(w, w->flat, w->flat_capacity * sizeof(float));
     world_free(w, w->is_static, w->static_capacity);
     statics_release(w);
+    rest_release(w);
     free(w);
 }
 
@@ -400,12 +408,14 @@ typedef struct batch {
     broadphase_status status[BATCH_CHUNKS];
     size_t bad[BATCH_CHUNKS];
     long sphere_delta[BATCH_CHUNKS]; /* change in the sphere count made by each chunk */
+    size_t changed[BATCH_CHUNKS];    /* objects each chunk changed first in this epoch */
 } batch;
 
 static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
-                              size_t begin, size_t end);
+                              size_t begin, size_t end, size_t *changed);
 static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
-                                const broadphase_spheres *s, size_t begin, size_t end);
+                                const broadphase_spheres *s, size_t begin, size_t end,
+                                size_t *changed);
 
 static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                          size_t end, size_t *bad);
@@ -418,6 +428,7 @@ static void batch_chunk(size_t c, int worker, void *p) {
     size_t begin = c * b->chunk, end = begin + b->chunk < b->count ? begin + b->chunk : b->count;
     b->status[c] = BROADPHASE_OK;
     b->sphere_delta[c] = 0;
+    b->changed[c] = 0;
     switch (b->op) {
     case CHECK_BOXES:
         b->status[c] = check_boxes_range(b->w, b->shapes, begin, end, &b->bad[c]);
@@ -432,10 +443,11 @@ static void batch_chunk(size_t c, int worker, void *p) {
         b->status[c] = check_repeats_range(b->w, b->ids, begin, end, &b->bad[c]);
         break;
     case WRITE_BOXES:
-        b->sphere_delta[c] = write_boxes_range(b->w, b->ids, b->shapes, begin, end);
+        b->sphere_delta[c] = write_boxes_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c]);
         break;
     case WRITE_SPHERES:
-        b->sphere_delta[c] = write_spheres_range(b->w, b->ids, b->shapes, begin, end);
+        b->sphere_delta[c] =
+            write_spheres_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c]);
         break;
     }
 }
@@ -458,6 +470,7 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
             return b.status[c];
         }
         delta += b.sphere_delta[c];
+        w->moved_count += b.changed[c];
     }
     w->sphere_count = (size_t)((long)w->sphere_count + delta);
     return BROADPHASE_OK;
@@ -564,9 +577,18 @@ static void sphere_extent(float c, float r, float *lo, float *hi) {
     *hi = fh > FLT_MAX ? FLT_MAX : (fh < -FLT_MAX ? -FLT_MAX : fh);
 }
 
-/* Each returns the change it made to the sphere count (ids are distinct within a batch). */
+/* Marks object id changed in this epoch; 1 the first time in the epoch. */
+static size_t mark_changed(broadphase_world *w, uint32_t id) {
+    if (w->changed[id] == w->epoch) return 0;
+    w->changed[id] = w->epoch;
+    return 1;
+}
+
+/* Each returns the change it made to the sphere count (ids are distinct within a batch) and adds
+ * to *changed the objects it changed first in this epoch; an object given the shape it already
+ * has is not changed. */
 static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
-                              size_t begin, size_t end) {
+                              size_t begin, size_t end, size_t *changed) {
     const float *lo[3] = {b->min_x, b->min_y, b->min_z};
     const float *hi[3] = {b->max_x, b->max_y, b->max_z};
     int dims = w->config.dimensions;
@@ -574,6 +596,9 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         world_box *r = &w->box[id];
+        bool same = w->kind[id] == OBJECT_BOX;
+        for (int k = 0; k < dims; k++) same = same && r->lo[k] == lo[k][i] && r->hi[k] == hi[k][i];
+        if (!same) *changed += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             r->lo[k] = k < dims ? lo[k][i] : 0.0f;
             r->hi[k] = k < dims ? hi[k][i] : 0.0f;
@@ -587,13 +612,17 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
 }
 
 static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
-                                const broadphase_spheres *s, size_t begin, size_t end) {
+                                const broadphase_spheres *s, size_t begin, size_t end,
+                                size_t *changed) {
     const float *c[3] = {s->x, s->y, s->z};
     int dims = w->config.dimensions;
     long delta = 0;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         float r = s->radius[i];
+        bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
+        for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
+        if (!same) *changed += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
             w->center[k][id] = ck;
@@ -652,6 +681,29 @@ static bool static_reserve(broadphase_world *w, size_t need) {
     return true;
 }
 
+/* Room in w->added for the objects of a batch of `count` that may leave the rest. */
+static bool wake_reserve(broadphase_world *w, size_t count) {
+    return w->rest.count == 0 || world_grow(w, (void **)&w->added, &w->added_capacity,
+                                            w->added_count + count, sizeof(uint32_t),
+                                            w->added_count);
+}
+
+/* Object id, at rest, leaves the rest; `to_tree`: back into the tree (as if added). */
+static void leave_rest(broadphase_world *w, uint32_t id, bool to_tree) {
+    w->rest.at_rest[id] = 0;
+    w->rest.count--;
+    w->rest.stale++;
+    if (to_tree) w->added[w->added_count++] = id;
+}
+
+/* The objects of a batch that changed while at rest go back into the tree (room reserved by
+ * wake_reserve). */
+static void wake_changed(broadphase_world *w, size_t count, const uint32_t *ids) {
+    if (w->rest.count == 0) return;
+    for (size_t i = 0; i < count; i++)
+        if (w->rest.at_rest[ids[i]] && w->changed[ids[i]] == w->epoch) leave_rest(w, ids[i], true);
+}
+
 /* Reserves everything an add of `count` objects needs, then hands out the ids. */
 static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *ids_out) {
     size_t reuse = count < w->free_count ? count : w->free_count;
@@ -661,6 +713,9 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     if (w->filter_category && !filter_reserve(w, w->id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->is_static && !static_reserve(w, w->id_end + fresh))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->rest.at_rest && !rest_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->config.pair_events && !events_fresh_reserve(w, w->id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
                     sizeof(uint32_t), w->added_count))
@@ -674,6 +729,7 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     memcpy(w->added + w->added_count, ids_out, count * sizeof(uint32_t));
     w->added_count += count;
     w->live_count += count;
+    for (size_t i = 0; w->config.pair_events && i < count; i++) w->events.fresh[ids_out[i]] = 1;
     if (w->filter_category) { /* a reused id starts with the default filter again */
         for (size_t i = 0; i < count; i++) {
             w->filter_category[ids_out[i]] = default_filter.category;
@@ -722,15 +778,16 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
     return s;
 }
 
-/* A static object that moved calls for the static field to be built again. */
-static void note_static_moves(broadphase_world *w, size_t count, const uint32_t *ids) {
-    if (w->static_count == 0 || w->statics_dirty) return;
-    for (size_t i = 0; i < count; i++) {
-        if (w->is_static[ids[i]]) {
-            w->statics_dirty = true;
-            return;
+/* A static object that moved calls for the static field to be built again, and for the rest to
+ * go: pairs with statics can no longer be carried over. Then the moved objects at rest wake. */
+static void note_moves(broadphase_world *w, size_t count, const uint32_t *ids) {
+    for (size_t i = 0; w->static_count > 0 && i < count; i++) {
+        if (w->is_static[ids[i]] && w->changed[ids[i]] == w->epoch) {
+            w->statics_dirty = w->rest.drop = true;
+            break;
         }
     }
+    wake_changed(w, count, ids);
 }
 
 broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
@@ -745,9 +802,10 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
         else
             s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
                            &bad);
+        if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             batch_run(w, WRITE_BOXES, boxes, ids, count, &bad);
-            note_static_moves(w, count, ids);
+            note_moves(w, count, ids);
         }
     }
     fail(w, s, bad);
@@ -767,9 +825,10 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
         else
             s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
                            &bad);
+        if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad);
-            note_static_moves(w, count, ids);
+            note_moves(w, count, ids);
         }
     }
     fail(w, s, bad);
@@ -788,13 +847,21 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
             s = check_ids(w, count, ids, &bad);
-        if (s == BROADPHASE_OK && !filter_reserve(w, w->id_end)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (s == BROADPHASE_OK && (!filter_reserve(w, w->id_end) || !wake_reserve(w, count)))
+            s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             for (size_t i = 0; i < count; i++) {
-                w->filter_category[ids[i]] = filters[i].category;
-                w->filter_mask[ids[i]] = filters[i].mask;
-                w->filter_group[ids[i]] = filters[i].group;
+                uint32_t id = ids[i];
+                if (w->filter_category[id] == filters[i].category &&
+                    w->filter_mask[id] == filters[i].mask && w->filter_group[id] == filters[i].group)
+                    continue;
+                w->filter_category[id] = filters[i].category;
+                w->filter_mask[id] = filters[i].mask;
+                w->filter_group[id] = filters[i].group;
+                w->moved_count += mark_changed(w, id);
+                if (w->is_static && w->is_static[id]) w->rest.drop = true;
             }
+            wake_changed(w, count, ids);
         }
     }
     fail(w, s, bad);
@@ -829,12 +896,18 @@ broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const
             uint8_t flag = is_static ? 1 : 0;
             size_t changed = 0;
             for (size_t i = 0; i < count; i++) {
-                changed += w->is_static[ids[i]] != flag;
-                w->is_static[ids[i]] = flag;
+                uint32_t id = ids[i];
+                if (w->is_static[id] == flag) continue;
+                changed++;
+                w->is_static[id] = flag;
+                w->moved_count += mark_changed(w, id);
+                if (w->rest.at_rest && w->rest.at_rest[id]) leave_rest(w, id, false);
             }
             if (changed) {
                 w->static_count = is_static ? w->static_count + changed : w->static_count - changed;
+                /* A new static's pairs with resting objects would be found by no one. */
                 w->statics_dirty = w->trees_stale = true;
+                w->rest.drop = w->rest.drop || is_static;
             }
         }
     }
@@ -865,6 +938,8 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
                 if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
+                w->moved_count += mark_changed(w, id);
+                if (w->rest.at_rest && w->rest.at_rest[id]) leave_rest(w, id, false);
                 if (w->is_static && w->is_static[id]) {
                     w->is_static[id] = 0;
                     w->static_count--;

@@ -6,6 +6,7 @@
 #include "events.h"
 #include "pairs.h"
 #include "parallel.h"
+#include "rest.h"
 #include "statics.h"
 
 #include <stdbool.h>
@@ -42,6 +43,7 @@ struct broadphase_world {
     float *center[3], *radius;
     uint8_t *kind;
     uint32_t *stamp; /* by id: its position in the batch being checked, to find repeated ids */
+    uint32_t *changed; /* by id: the epoch in which the object last changed (see epoch) */
     void *column_block;
     size_t capacity;
     uint32_t id_end; /* every id ever handed out is below id_end */
@@ -67,6 +69,14 @@ struct broadphase_world {
     bool statics_dirty, trees_stale;
     statics_field statics;
 
+    /* Only-moved updates (config.rest_share; see rest.h). `epoch` counts successful steps from
+     * 1: an object changed since the last one when changed[id] == epoch, and moved_count of
+     * them did. */
+    uint32_t epoch;
+    size_t moved_count;
+    rest_state rest;
+    bool last_step_ok; /* the last step succeeded: pairs.out holds its pairs */
+
     /* Ids added since the last step (methods that keep structure insert them). */
     uint32_t *added;
     size_t added_count, added_capacity;
@@ -89,14 +99,15 @@ struct broadphase_world {
     int busy; /* accessed with atomics: a mutation while a step runs is refused */
 };
 
-/* Whether live object i belongs in the trees (it is not static). */
+/* Whether live object i belongs in the trees (it is neither static nor at rest). */
 static inline bool world_tree_member(const broadphase_world *w, size_t i) {
-    return w->kind[i] != OBJECT_FREE && !(w->is_static && w->is_static[i]);
+    return w->kind[i] != OBJECT_FREE && !(w->is_static && w->is_static[i]) &&
+           !(w->rest.at_rest && w->rest.at_rest[i]);
 }
 
 /* How many objects the trees hold. */
 static inline size_t world_tree_count(const broadphase_world *w) {
-    return w->live_count - w->static_count;
+    return w->live_count - w->static_count - w->rest.count;
 }
 
 /* Heap memory through the world, so that it can report bytes held and allocations made.

@@ -163,7 +163,8 @@ static inline void check_levels(const broadphase_world *w, int branching) {
     CHECK_EQ_INT(lv[0].nodes, 1);
     CHECK_EQ_INT(nodes, st.nodes);
     CHECK_EQ_INT(leaves, st.leaves);
-    CHECK_EQ_INT(objects, st.objects - st.static_objects); /* the statics are not in the tree */
+    /* The statics and the objects at rest are not in the tree. */
+    CHECK_EQ_INT(objects, st.objects - st.static_objects - st.resting_objects);
     CHECK(st.objects_in_internal_nodes >= inner_low);
     CHECK(st.objects_in_internal_nodes <= inner_high);
     free(lv);

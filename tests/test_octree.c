@@ -160,6 +160,7 @@ static bool bench_open(bench *b, int dims, const variant *v, int count, size_t c
         c.update = v[i].update;
         c.looseness = v[i].looseness;
         c.threads = v[i].threads;
+        c.rest_share = 0.0f; /* these drive the octree's own update paths: nothing rests */
         if (v[i].leaf_size) c.leaf_size = v[i].leaf_size;
         if (v[i].max_depth) c.max_depth = v[i].max_depth;
         b->config[i] = c;
@@ -894,6 +895,7 @@ static broadphase_world *octree_world(int dims, float looseness, int leaf_size, 
     c.update = update;
     c.threads = 2;
     c.looseness = looseness;
+    c.rest_share = 0.0f; /* these tests look at the tree, so nothing may leave it to rest */
     if (leaf_size) c.leaf_size = leaf_size;
     if (max_depth) c.max_depth = max_depth;
     broadphase_world *w = NULL;

@@ -170,6 +170,7 @@ static void tuning_extremes(broadphase_method method, const scene_kind *kinds, s
                 c.leaf_size = leaf_sizes[li];
                 c.max_depth = depths[di];
                 c.threads = 2;
+                c.rest_share = 0.0f; /* the second step looks at the tree, so nothing rests */
                 if (octree) {
                     c.update = BROADPHASE_UPDATE_REFIT;
                     c.looseness = loosenesses[(li + di) % 3];

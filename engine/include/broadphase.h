@@ -75,6 +75,14 @@ typedef struct broadphase_config {
      * ended (broadphase_pair_events). Costs a second pair buffer and a linear merge per step.
      * Default false. */
     bool pair_events;
+    /* Only-moved updates. When at most this share of the non-static objects changed (moved,
+     * were added, or had their filter set) since the last step, the objects that did not change
+     * leave the tree for a resting structure: the objects still in the tree query it, and the
+     * pairs between objects that stayed at rest are carried over from the last step, so a step
+     * costs what the changed objects cost plus a pass over the pair list. A resting object that
+     * changes goes back into the tree. 0 turns this off. Default 0.125; range 0..1. Brute force
+     * ignores it. */
+    float rest_share;
 } broadphase_config;
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
@@ -195,6 +203,8 @@ typedef struct broadphase_stats {
     uint64_t root_growths;            /* octree: times the root grew to take in an object */
     size_t static_objects;            /* live static objects (not in the tree) */
     uint64_t static_builds;           /* times the statics' structure was built */
+    size_t resting_objects;           /* objects at rest (see config.rest_share; not in the tree) */
+    uint64_t rest_builds;             /* times the resting objects' structure was built */
 } broadphase_stats;
 
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);

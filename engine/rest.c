@@ -1,0 +1,184 @@
+/* Only-moved updates (see rest.h): when the rest is built or dropped, and the carry-over of the
+ * last step's pairs between objects out of the tree. */
+#include "rest.h"
+
+#include "parallel.h"
+#include "world.h"
+
+#include <string.h>
+
+enum {
+    SETTLE_CHUNKS = 256,  /* chunks of ids of the build's pass, at most */
+    SETTLE_GRAIN = 16384, /* ids per chunk, at least */
+    CARRY_CHUNK = 65536,  /* pairs of the last list per chunk of the carry-over */
+};
+
+bool rest_reserve(broadphase_world *w, size_t need) {
+    rest_state *r = &w->rest;
+    size_t old = r->capacity;
+    if (!world_grow(w, (void **)&r->at_rest, &r->capacity, need, 1, old)) return false;
+    memset(r->at_rest + old, 0, r->capacity - old);
+    return true;
+}
+
+/* Everything at rest goes back into the tree, which is then built anew. */
+static void wake_all(broadphase_world *w) {
+    rest_state *r = &w->rest;
+    if (r->count > 0) {
+        memset(r->at_rest, 0, w->id_end);
+        w->trees_stale = true;
+    }
+    r->count = r->stale = 0;
+    r->field.levels = 0;
+}
+
+typedef struct settle_ctx {
+    broadphase_world *w;
+    size_t chunk;
+    size_t count[SETTLE_CHUNKS]; /* by chunk: objects at rest after the pass */
+} settle_ctx;
+
+/* The tree's objects that did not change since the last step come to rest. */
+static void settle_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    settle_ctx *c = p;
+    broadphase_world *w = c->w;
+    size_t begin = chunk * c->chunk, end = begin + c->chunk < w->id_end ? begin + c->chunk : w->id_end;
+    size_t n = 0;
+    for (size_t i = begin; i < end; i++) {
+        if (world_tree_member(w, i) && w->changed[i] != w->epoch) w->rest.at_rest[i] = 1;
+        n += w->rest.at_rest[i];
+    }
+    c->count[chunk] = n;
+}
+
+static bool build(broadphase_world *w) {
+    rest_state *r = &w->rest;
+    if (!rest_reserve(w, w->id_end)) return false;
+    settle_ctx c = {.w = w, .chunk = w->id_end / SETTLE_CHUNKS + 1};
+    if (c.chunk < SETTLE_GRAIN) c.chunk = SETTLE_GRAIN;
+    size_t chunks = (w->id_end + c.chunk - 1) / c.chunk;
+    threads_for_chunks(w->workers, chunks, settle_chunk, &c);
+    r->count = 0;
+    for (size_t i = 0; i < chunks; i++) r->count += c.count[i];
+    r->stale = 0;
+    w->trees_stale = true;
+    if (!statics_field_build(w, &r->field, r->at_rest, r->count)) {
+        wake_all(w);
+        return false;
+    }
+    return true;
+}
+
+bool rest_update(broadphase_world *w) {
+    rest_state *r = &w->rest;
+    double share = w->config.rest_share;
+    bool carry = w->last_step_ok && !r->drop;
+    r->drop = false;
+    if (share <= 0.0) return true;
+    size_t tree = world_tree_count(w), all = tree + r->count;
+    /* Too many objects in the tree: their queries into the rest cost more than the tree. */
+    if (!carry || (r->count > 0 && (double)tree > 2.0 * share * (double)all)) {
+        wake_all(w);
+        return true;
+    }
+    size_t moved = w->moved_count, settled = tree > moved ? tree - moved : 0;
+    if (settled == 0 || (double)moved > share * (double)all) return true;
+    /* Built again only when at least half the tree settled and the build's cost (a pass over
+     * the rest) is paid back by what the settled objects no longer cost in the tree. */
+    if (r->count > 0 && (settled < tree / 2 || settled < r->count / 16)) return true;
+    return build(w);
+}
+
+/* ---- the carry-over ------------------------------------------------------------------------ */
+
+typedef struct carry_ctx {
+    const broadphase_world *w;
+    const broadphase_pair *last, *found; /* the last step's list, this search's pairs */
+    size_t last_count, found_count, chunks;
+    size_t *kept; /* by chunk */
+    broadphase_pair *out;
+    bool write;
+} carry_ctx;
+
+static inline bool out_of_tree(const uint8_t *at_rest, const uint8_t *is_static, uint32_t id) {
+    return at_rest[id] | (is_static ? is_static[id] : 0);
+}
+
+/* Chunk `chunk` of the last list, and the found pairs in its key range. */
+static void carry_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    carry_ctx *c = p;
+    const uint8_t *at_rest = c->w->rest.at_rest, *is_static = c->w->is_static;
+    size_t l0 = chunk * CARRY_CHUNK,
+           l1 = l0 + CARRY_CHUNK < c->last_count ? l0 + CARRY_CHUNK : c->last_count;
+    if (!c->write) {
+        size_t n = 0;
+        for (size_t i = l0; i < l1; i++)
+            n += out_of_tree(at_rest, is_static, c->last[i].a) &
+                 out_of_tree(at_rest, is_static, c->last[i].b);
+        c->kept[chunk] = n;
+        return;
+    }
+    size_t f0 = chunk == 0 ? 0
+                           : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l0]));
+    size_t f1 = chunk + 1 == c->chunks
+                    ? c->found_count
+                    : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l1]));
+    broadphase_pair *o = c->out + c->kept[chunk] + f0;
+    size_t i = l0, j = f0;
+    while (i < l1) {
+        broadphase_pair a = c->last[i];
+        if (!(out_of_tree(at_rest, is_static, a.a) & out_of_tree(at_rest, is_static, a.b))) {
+            i++;
+            continue;
+        }
+        uint64_t k = pairs_order_key(a);
+        while (j < f1 && pairs_order_key(c->found[j]) < k) *o++ = c->found[j++];
+        *o++ = a;
+        i++;
+    }
+    while (j < f1) *o++ = c->found[j++];
+}
+
+bool rest_carry_over(broadphase_world *w) {
+    rest_state *r = &w->rest;
+    if (r->count == 0) return true;
+    pairs_state *ps = &w->pairs;
+    carry_ctx c = {.w = w,
+                   .last = ps->prev,
+                   .found = ps->out,
+                   .last_count = ps->prev_count,
+                   .found_count = ps->count};
+    c.chunks = (c.last_count + CARRY_CHUNK - 1) / CARRY_CHUNK;
+    if (c.chunks == 0) return true; /* nothing to carry over */
+    if (!world_grow(w, (void **)&r->chunk_kept, &r->chunk_capacity, c.chunks, sizeof(size_t), 0))
+        return false;
+    c.kept = r->chunk_kept;
+    threads_for_chunks(w->workers, c.chunks, carry_chunk, &c);
+    size_t kept = threads_exclusive_scan(w->workers, c.kept, c.chunks);
+    size_t total = kept + c.found_count;
+    if (!world_grow(w, (void **)&r->merged, &r->merged_capacity, total, sizeof(broadphase_pair), 0))
+        return false;
+    c.out = r->merged;
+    c.write = true;
+    threads_for_chunks(w->workers, c.chunks, carry_chunk, &c);
+    /* The merged list becomes the step's; its old buffer is the next merge's. */
+    broadphase_pair *out = ps->out;
+    size_t capacity = ps->out_capacity;
+    ps->out = r->merged;
+    ps->out_capacity = r->merged_capacity;
+    ps->count = total;
+    r->merged = out;
+    r->merged_capacity = capacity;
+    return true;
+}
+
+void rest_release(broadphase_world *w) {
+    rest_state *r = &w->rest;
+    world_free(w, r->at_rest, r->capacity);
+    world_free(w, r->chunk_kept, r->chunk_capacity * sizeof(size_t));
+    world_free(w, r->merged, r->merged_capacity * sizeof(broadphase_pair));
+    statics_field_release(w, &r->field);
+    memset(r, 0, sizeof *r);
+}
