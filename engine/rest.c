@@ -158,7 +158,11 @@ bool rest_carry_over(broadphase_world *w) {
     threads_for_chunks(w->workers, c.chunks, carry_chunk, &c);
     size_t kept = threads_exclusive_scan(w->workers, c.kept, c.chunks);
     size_t total = kept + c.found_count;
-    if (!world_grow(w, (void **)&r->merged, &r->merged_capacity, total, sizeof(broadphase_pair), 0))
+    /* The list's buffers take turns (this one is the next step's previous list, and so on), so
+     * each is grown with room to spare: a count that creeps up must not grow one every step. */
+    if (total > r->merged_capacity &&
+        !world_grow(w, (void **)&r->merged, &r->merged_capacity, total + total / 4,
+                    sizeof(broadphase_pair), 0))
         return false;
     c.out = r->merged;
     c.write = true;

@@ -408,6 +408,141 @@ TEST(statics_on_every_scene) {
     free(want.data);
 }
 
+/* Shifts the scene's objects pick[0, n) by up to `step` per axis and moves them in the world (the
+ * boxes and the spheres in a batch each); every fifth of them is then pushed once more with the
+ * shape it now has, which must not count as a change. */
+static void move_some(scene *s, broadphase_world *w, const uint32_t *ids, const size_t *pick,
+                      size_t n, uint64_t *rng, float step) {
+    float *col[7];
+    for (int k = 0; k < 7; k++) col[k] = malloc((n + 1) * sizeof(float));
+    uint32_t *moved = malloc((n + 1) * sizeof *moved);
+    for (int sphere = 0; sphere < 2; sphere++) {
+        for (int again = 0; again < 2; again++) {
+            size_t m = 0;
+            for (size_t j = 0; j < n; j++) {
+                size_t i = pick[j];
+                if (s->is_sphere[i] != sphere || (again && j % 5 != 0)) continue;
+                for (int k = 0; k < s->dimensions && !again; k++) {
+                    float d = step * (2.0f * scene_uniform(rng) - 1.0f);
+                    s->min[k][i] += d;
+                    s->max[k][i] += d;
+                    if (s->center[k]) s->center[k][i] += d;
+                }
+                float lo[3], hi[3], c[3], r;
+                scene_object(s, i, lo, hi, c, &r);
+                for (int k = 0; k < 3; k++) {
+                    col[k][m] = sphere ? c[k] : lo[k];
+                    col[3 + k][m] = hi[k];
+                }
+                col[6][m] = r;
+                moved[m++] = ids[i];
+            }
+            if (m == 0) continue;
+            if (sphere) {
+                broadphase_spheres sp = {col[0], col[1], col[2], col[6]};
+                CHECK_EQ_INT(broadphase_move_spheres(w, m, moved, &sp), BROADPHASE_OK);
+            } else {
+                broadphase_boxes bx = {col[0], col[1], col[2], col[3], col[4], col[5]};
+                CHECK_EQ_INT(broadphase_move_boxes(w, m, moved, &bx), BROADPHASE_OK);
+            }
+        }
+    }
+    for (int k = 0; k < 7; k++) free(col[k]);
+    free(moved);
+}
+
+/* Only-moved updates on every scene: both trees at 1 and 3 threads, with every unchanged object
+ * allowed to rest (rest_share 1) or the default share, some worlds with a third of their objects
+ * static. Frames move none, a few, a fifth or all of the objects (a few again pushed unchanged),
+ * and one flips static flags (the rest must go); every step against the naive reference without
+ * the static-static pairs, and the tree's levels against the objects left in it. */
+TEST(rest_on_every_scene) {
+    static const float moving[] = {0.0f, 0.01f, 0.01f, 0.2f, 0.0f, 0.05f, 1.0f, 0.01f, 0.02f, 0.0f};
+    enum { FRAMES = sizeof moving / sizeof moving[0] };
+    pair_list all = {0}, want = {0};
+    size_t rested = 0, carried_frames = 0;
+    for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
+        size_t n = scene_size_cap((scene_kind)kind) < 700 ? scene_size_cap((scene_kind)kind) : 700;
+        for (size_t mi = 1; mi < 3; mi++) {
+            for (int ti = 0; ti < 2; ti++) {
+                scene s;
+                REQUIRE(scene_make(&s, (scene_kind)kind, n, 79));
+                uint32_t *ids = malloc((n + 1) * sizeof *ids);
+                size_t *pick = malloc((n + 1) * sizeof *pick);
+                uint8_t *flag = calloc(n + 1, 1);
+                int threads = ti == 0 ? 1 : 3;
+                broadphase_config c =
+                    test_config(s.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, threads, 0.0f);
+                c.rest_share = (kind + ti) % 2 ? 1.0f : c.rest_share;
+                bool statics = (kind + (int)mi) % 3 == 0;
+                TEST_CONTEXT("scene %s method %d threads %d rest share %g statics %d",
+                             scene_name(s.kind), (int)c.method, threads, (double)c.rest_share,
+                             (int)statics);
+                broadphase_world *w = make_world_from(&c);
+                REQUIRE(w);
+                add_scene(&s, w, ids);
+                uint64_t rng = 11 + (uint64_t)kind;
+                float step = s.world_size * 0.01f;
+                for (int f = 0; f < FRAMES; f++) {
+                    /* Picks: a random subset of the objects, by a partial shuffle. */
+                    for (size_t i = 0; i < n; i++) pick[i] = i;
+                    size_t count = (size_t)(moving[f] * (float)n);
+                    for (size_t i = 0; i < count; i++) {
+                        size_t j = i + (size_t)(scene_uniform(&rng) * (float)(n - i));
+                        size_t t = pick[i];
+                        pick[i] = pick[j < n ? j : n - 1];
+                        pick[j < n ? j : n - 1] = t;
+                    }
+                    move_some(&s, w, ids, pick, count, &rng, step);
+                    if (statics && (f == 1 || f == 7)) {
+                        /* A third static at frame 1; at frame 7 some of them not, others so. */
+                        uint32_t *on = malloc((n + 1) * sizeof *on), *off = malloc((n + 1) * 4);
+                        size_t non = 0, noff = 0;
+                        for (size_t i = 0; i < n; i++) {
+                            float u = scene_uniform(&rng);
+                            if (!flag[i] && u < (f == 1 ? 0.33f : 0.05f)) on[non++] = ids[i];
+                            if (flag[i] && u < 0.1f) off[noff++] = ids[i];
+                        }
+                        CHECK_EQ_INT(broadphase_set_static(w, non, on, true), BROADPHASE_OK);
+                        CHECK_EQ_INT(broadphase_set_static(w, noff, off, false), BROADPHASE_OK);
+                        for (size_t i = 0; i < non; i++) flag[on[i]] = 1;
+                        for (size_t i = 0; i < noff; i++) flag[off[i]] = 0;
+                        free(on);
+                        free(off);
+                    }
+                    broadphase_stats before;
+                    CHECK_EQ_INT(broadphase_get_stats(w, &before), BROADPHASE_OK);
+                    broadphase_pairs got = step_ok(w);
+                    naive_pairs(&s, ids, &all);
+                    want.count = 0;
+                    for (size_t p = 0; p < all.count; p++) /* ids are the scene's indices */
+                        if (!(flag[all.data[p].a] && flag[all.data[p].b]))
+                            pair_list_push(&want, all.data[p].a, all.data[p].b);
+                    TEST_CONTEXT("scene %s method %d threads %d rest share %g statics %d frame %d",
+                                 scene_name(s.kind), (int)c.method, threads, (double)c.rest_share,
+                                 (int)statics, f);
+                    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "rest"));
+                    broadphase_stats st;
+                    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+                    rested += st.resting_objects;
+                    carried_frames += before.resting_objects > 0 && st.resting_objects > 0;
+                    check_levels(w, method_branching(c.method, s.dimensions));
+                }
+                broadphase_destroy(w);
+                free(flag);
+                free(pick);
+                free(ids);
+                scene_free(&s);
+            }
+        }
+    }
+    TEST_CONTEXT("%zu object-frames at rest, %zu frames carried pairs over", rested,
+                 carried_frames);
+    CHECK(rested > 100000 && carried_frames > 100);
+    free(all.data);
+    free(want.data);
+}
+
 /* Movers that cover the whole static field: a batch's level-by-level walk overflows its
  * frontier (the queries then go one at a time, depth first) and a query's hits overflow the hit
  * buffer (emitted in pieces). Small movers ride along. Against pairs counted by hand. */
@@ -461,6 +596,7 @@ TEST(statics_under_huge_movers) {
 
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
           TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(statics_under_huge_movers),
+          TEST_ENTRY(rest_on_every_scene),
           TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
           TEST_ENTRY(octree_refit_equals_brute_force),

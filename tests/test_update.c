@@ -266,24 +266,32 @@ static void model_events(const pair_list *before, const uint32_t *before_gen, co
 
 static broadphase_world *make_world_events(int dims, broadphase_method method,
                                            broadphase_update_policy update, int threads,
-                                           float looseness) {
+                                           float looseness, float rest_share) {
     broadphase_config c = test_config(dims, method, update, threads, looseness);
     c.pair_events = true;
+    c.rest_share = rest_share;
     return make_world_from(&c);
 }
 
 /* Every step of every method is checked against the model's pairs, with collision filters set
  * at random on the way, and its pair events against the model's difference of consecutive steps
- * (ids reused by later adds included). */
+ * (ids reused by later adds included). Two of the tree worlds let every unchanged object rest
+ * (rest_share 1), the others use the default share, and one never rests. */
 static void interleaved(int dims) {
     enum { WORLDS = 6, CAP = 4096, FRAMES = 200 };
     broadphase_world *w[WORLDS];
-    w[0] = make_world_events(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
-    w[1] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f);
-    w[2] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f);
-    w[3] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f);
-    w[4] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f);
-    w[5] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f);
+    const float rest_default = broadphase_config_default(dims).rest_share;
+    w[0] = make_world_events(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 0.0f,
+                             rest_default);
+    w[1] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
+                             rest_default);
+    w[2] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f, 1.0f);
+    w[3] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f,
+                             0.0f);
+    w[4] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
+                             1.0f);
+    w[5] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f,
+                             rest_default);
     for (int i = 0; i < WORLDS; i++) {
         REQUIRE(w[i]);
         broadphase_events none;
@@ -295,7 +303,7 @@ static void interleaved(int dims) {
     pair_list want = {0}, before = {0}, begun = {0}, ended = {0};
     uint32_t *before_gen = calloc(CAP, sizeof(uint32_t));
     size_t begun_total = 0, ended_total = 0, reborn = 0, filtered = 0, flagged = 0;
-    size_t static_pairs = 0;
+    size_t static_pairs = 0, rested[WORLDS] = {0};
     uint64_t rng = 12345 + (uint64_t)dims;
     float side = dims == 3 ? 30.0f : 80.0f;
     float mn[64][3], mx[64][3], c[64][3], r[64];
@@ -387,6 +395,9 @@ static void interleaved(int dims) {
             CHECK(pairs_equal(begun.data, begun.count, ev.begun.data, ev.begun.count, "begun"));
             CHECK(pairs_equal(ended.data, ended.count, ev.ended.data, ev.ended.count, "ended"));
             if (i >= 4) check_levels(w[i], 1 << dims);
+            broadphase_stats st;
+            CHECK_EQ_INT(broadphase_get_stats(w[i], &st), BROADPHASE_OK);
+            rested[i] += st.resting_objects;
         }
         before.count = 0;
         for (size_t i = 0; i < want.count; i++)
@@ -399,6 +410,10 @@ static void interleaved(int dims) {
                  dims, begun_total, ended_total, reborn, filtered, flagged, static_pairs);
     CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10 && filtered > 1000);
     CHECK(flagged > 1000 && static_pairs > 10000);
+    /* Object-frames at rest: none for brute force and with rest off, many with rest_share 1. */
+    TEST_CONTEXT("dims %d: at rest %zu %zu %zu %zu %zu %zu", dims, rested[0], rested[1], rested[2],
+                 rested[3], rested[4], rested[5]);
+    CHECK(rested[0] == 0 && rested[3] == 0 && rested[2] > 20000 && rested[4] > 20000);
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
     model_free(&m);
     free(want.data);
@@ -423,7 +438,7 @@ TEST(pair_events_removal_and_reused_id) {
     for (size_t ti = 0; ti < 3; ti++) {
         broadphase_method method = method_at(ti);
         TEST_CONTEXT("method %d", (int)method);
-        broadphase_world *w = make_world_events(3, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
+        broadphase_world *w = make_world_events(3, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f, 1.0f);
         REQUIRE(w);
         /* 0 and 1 overlap, 2 overlaps 1, 3 is alone. */
         float x0[] = {0, 1.5f, 2.5f, 10}, x1[] = {2, 3, 4, 11}, lo[] = {0, 0, 0, 0},
@@ -524,6 +539,95 @@ TEST(filters_by_hand_and_bad_input) {
         got = step_ok(w);
         broadphase_pair after[] = {{0, 1}, {1, 2}, {1, 3}, {2, 3}};
         CHECK(pairs_equal(after, 4, got.data, got.count, "reused id"));
+        broadphase_destroy(w);
+    }
+}
+
+/* Only-moved updates by hand (default share): unchanged objects come to rest at the second step,
+ * a push of the same shapes changes nothing, a moved one leaves the rest and comes back when it
+ * settles, filters and removal wake objects, a new static sends everything back into the tree;
+ * every step's pairs by hand. Brute force never rests. Bad shares are refused. */
+TEST(rest_by_hand_and_bad_config) {
+    for (size_t ti = 0; ti < 3; ti++) {
+        broadphase_method method = method_at(ti);
+        bool tree = method != BROADPHASE_METHOD_BRUTE_FORCE;
+        TEST_CONTEXT("method %d", (int)method);
+        uint32_t ids[4];
+        broadphase_world *w = four_boxes(method, ids);
+        REQUIRE(w);
+        broadphase_pair all[] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+        broadphase_stats st;
+#define EXPECT_REST(resting, builds)                                                               \
+    do {                                                                                           \
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);                                 \
+        CHECK_EQ_INT(st.resting_objects, tree ? (resting) : 0);                                    \
+        CHECK_EQ_INT(st.rest_builds, tree ? (builds) : 0);                                         \
+    } while (0)
+        broadphase_pairs got = step_ok(w);
+        CHECK(pairs_equal(all, 6, got.data, got.count, "first step"));
+        EXPECT_REST(0, 0);
+        got = step_ok(w);
+        CHECK(pairs_equal(all, 6, got.data, got.count, "all at rest"));
+        EXPECT_REST(4, 1);
+        float lo[] = {0, 0, 0, 0}, hi[] = {1, 1, 1, 1};
+        broadphase_boxes same = {lo, lo, NULL, hi, hi, NULL};
+        CHECK_EQ_INT(broadphase_move_boxes(w, 4, ids, &same), BROADPHASE_OK);
+        got = step_ok(w);
+        CHECK(pairs_equal(all, 6, got.data, got.count, "same shapes pushed"));
+        EXPECT_REST(4, 1);
+        float far_lo[] = {5}, far_hi[] = {6};
+        broadphase_boxes away = {far_lo, far_lo, NULL, far_hi, far_hi, NULL};
+        CHECK_EQ_INT(broadphase_move_boxes(w, 1, &ids[3], &away), BROADPHASE_OK);
+        broadphase_pair three[] = {{0, 1}, {0, 2}, {1, 2}};
+        got = step_ok(w);
+        CHECK(pairs_equal(three, 3, got.data, got.count, "3 moved away"));
+        EXPECT_REST(3, 1);
+        got = step_ok(w);
+        CHECK(pairs_equal(three, 3, got.data, got.count, "3 settled"));
+        EXPECT_REST(4, 2);
+        CHECK_EQ_INT(broadphase_move_boxes(w, 1, &ids[3], &same), BROADPHASE_OK);
+        got = step_ok(w);
+        CHECK(pairs_equal(all, 6, got.data, got.count, "3 back"));
+        EXPECT_REST(3, 2);
+        /* 0 and 1 in one group: their pair goes, though neither moved. */
+        broadphase_filter group[] = {{1u, 0xFFFFFFFFu, 7u}, {1u, 0xFFFFFFFFu, 7u}};
+        CHECK_EQ_INT(broadphase_set_filters(w, 2, ids, group), BROADPHASE_OK);
+        got = step_ok(w);
+        CHECK(pairs_equal(all + 1, 5, got.data, got.count, "0 and 1 grouped"));
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+        CHECK(!tree || st.resting_objects < 3);
+        CHECK_EQ_INT(broadphase_remove(w, 1, &ids[2]), BROADPHASE_OK);
+        broadphase_pair no_two[] = {{0, 3}, {1, 3}};
+        got = step_ok(w);
+        CHECK(pairs_equal(no_two, 2, got.data, got.count, "2 removed"));
+        got = step_ok(w);
+        CHECK(pairs_equal(no_two, 2, got.data, got.count, "settled again"));
+        EXPECT_REST(3, 3);
+        /* A new static: its pairs with objects at rest would be found by no one, so the rest
+         * goes; 3 static and 0, 1 its partners. */
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &ids[3], true), BROADPHASE_OK);
+        got = step_ok(w);
+        CHECK(pairs_equal(no_two, 2, got.data, got.count, "3 static"));
+        EXPECT_REST(0, 3);
+        got = step_ok(w);
+        CHECK(pairs_equal(no_two, 2, got.data, got.count, "0 and 1 rest beside static 3"));
+        EXPECT_REST(2, 4);
+#undef EXPECT_REST
+        broadphase_destroy(w);
+    }
+    broadphase_config c = broadphase_config_default(3);
+    CHECK(c.rest_share > 0.0f && c.rest_share < 1.0f);
+    static const float bad[] = {-0.5f, 1.5f, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        c.rest_share = bad[i];
+        broadphase_world *w = NULL;
+        CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+        CHECK(w == NULL);
+    }
+    for (int i = 0; i < 2; i++) {
+        c.rest_share = (float)i;
+        broadphase_world *w = NULL;
+        CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_OK);
         broadphase_destroy(w);
     }
 }
@@ -651,10 +755,12 @@ TEST(no_allocation_in_steady_state) {
         {BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 0.0f},
         {BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 0.0f},
     };
-    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_UNIFORM, SCENE_MOVING2D, SCENE_SHAPES};
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_UNIFORM, SCENE_MOVING2D, SCENE_SHAPES,
+                                       SCENE_SLEEPING};
     /* Half the objects static in every other world; every object moves, so that the statics'
-     * structure is built again at every step too. */
-    for (size_t ki = 0; ki < 4; ki++) {
+     * structure is built again at every step too. In the scenes where nothing or 1% moves, the
+     * others rest (and their pairs are carried over). */
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
         for (size_t vi = 0; vi < 2 * sizeof variants / sizeof variants[0]; vi++) {
             const variant *v = &variants[vi / 2];
             bool statics = vi % 2 == 1;
@@ -715,7 +821,8 @@ TEST(pair_count_jumps_and_skew) {
             }
             uint32_t ids[N];
             broadphase_world *w =
-                make_world_events(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti], 0.0f);
+                make_world_events(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti], 0.0f,
+                                  1.0f);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
             before.count = 0;
@@ -838,5 +945,6 @@ TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
+          TEST_ENTRY(rest_by_hand_and_bad_config),
           TEST_ENTRY(statics_by_hand_and_bad_input), TEST_ENTRY(pair_count_jumps_and_skew),
           TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))
