@@ -101,8 +101,9 @@ typedef struct carry_ctx {
     bool write;
 } carry_ctx;
 
-static inline bool out_of_tree(const uint8_t *at_rest, const uint8_t *is_static, uint32_t id) {
-    return at_rest[id] | (is_static ? is_static[id] : 0);
+/* 1 when object id is out of the tree (at rest or static), else 0. */
+static inline unsigned out_of_tree(const uint8_t *at_rest, const uint8_t *is_static, uint32_t id) {
+    return at_rest[id] | (is_static ? is_static[id] : 0u);
 }
 
 /* Chunk `chunk` of the last list, and the found pairs in its key range. */
