@@ -10,7 +10,7 @@
 enum {
     SETTLE_CHUNKS = 256,  /* chunks of ids of the build's pass, at most */
     SETTLE_GRAIN = 16384, /* ids per chunk, at least */
-    CARRY_CHUNK = 65536,  /* pairs of the last list per chunk of the carry-over */
+    CARRY_CHUNK = 65536,  /* pairs of the last list per chunk of the carry-over (whole words) */
 };
 
 bool rest_reserve(broadphase_world *w, size_t need) {
@@ -96,50 +96,78 @@ typedef struct carry_ctx {
     const broadphase_world *w;
     const broadphase_pair *last, *found; /* the last step's list, this search's pairs */
     size_t last_count, found_count, chunks;
-    size_t *kept; /* by chunk */
+    size_t *kept;   /* by chunk */
+    uint64_t *keep; /* bit i: pair i of the last list is carried over */
     broadphase_pair *out;
-    bool write;
 } carry_ctx;
 
 /* 1 when object id is out of the tree (at rest or static), else 0. */
-static inline unsigned out_of_tree(const uint8_t *at_rest, const uint8_t *is_static, uint32_t id) {
-    return at_rest[id] | (is_static ? is_static[id] : 0u);
+static inline uint64_t out_of_tree(const uint8_t *at_rest, const uint8_t *is_static, uint32_t id) {
+    return (uint64_t)(at_rest[id] | (is_static ? is_static[id] : 0u));
 }
 
-/* Chunk `chunk` of the last list, and the found pairs in its key range. */
-static void carry_chunk(size_t chunk, int worker, void *p) {
+/* Chunk `chunk` of the last list: which of its pairs are carried over (both objects out of the
+ * tree), as bits, and how many. Chunks are whole words of bits. */
+static void carry_count(size_t chunk, int worker, void *p) {
     (void)worker;
     carry_ctx *c = p;
     const uint8_t *at_rest = c->w->rest.at_rest, *is_static = c->w->is_static;
     size_t l0 = chunk * CARRY_CHUNK,
            l1 = l0 + CARRY_CHUNK < c->last_count ? l0 + CARRY_CHUNK : c->last_count;
-    if (!c->write) {
-        size_t n = 0;
-        for (size_t i = l0; i < l1; i++)
-            n += out_of_tree(at_rest, is_static, c->last[i].a) &
-                 out_of_tree(at_rest, is_static, c->last[i].b);
-        c->kept[chunk] = n;
-        return;
+    size_t n = 0;
+    for (size_t i = l0; i < l1; i += 64) {
+        size_t end = i + 64 < l1 ? i + 64 : l1;
+        uint64_t bits = 0;
+        for (size_t k = i; k < end; k++)
+            bits |= (out_of_tree(at_rest, is_static, c->last[k].a) &
+                     out_of_tree(at_rest, is_static, c->last[k].b))
+                    << (k - i);
+        c->keep[i / 64] = bits;
+        n += (size_t)__builtin_popcountll(bits);
     }
-    size_t f0 = chunk == 0 ? 0
-                           : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l0]));
-    size_t f1 = chunk + 1 == c->chunks
-                    ? c->found_count
-                    : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l1]));
-    broadphase_pair *o = c->out + c->kept[chunk] + f0;
-    size_t i = l0, j = f0;
-    while (i < l1) {
-        broadphase_pair a = c->last[i];
-        if (!(out_of_tree(at_rest, is_static, a.a) & out_of_tree(at_rest, is_static, a.b))) {
-            i++;
+    c->kept[chunk] = n;
+}
+
+/* The chunk's carried pairs merged with the found pairs in its key range, at its offset. A word
+ * whose 64 pairs are all carried and come before the next found pair is copied whole. */
+static void carry_write(size_t chunk, int worker, void *p) {
+    (void)worker;
+    carry_ctx *c = p;
+    size_t l0 = chunk * CARRY_CHUNK,
+           l1 = l0 + CARRY_CHUNK < c->last_count ? l0 + CARRY_CHUNK : c->last_count;
+    size_t j = chunk == 0 ? 0
+                          : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l0]));
+    size_t j_end = chunk + 1 == c->chunks
+                       ? c->found_count
+                       : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l1]));
+    broadphase_pair *o = c->out + c->kept[chunk] + j;
+    uint64_t next = j < j_end ? pairs_order_key(c->found[j]) : UINT64_MAX;
+    for (size_t i = l0; i < l1; i += 64) {
+        size_t end = i + 64 < l1 ? i + 64 : l1;
+        uint64_t bits = c->keep[i / 64];
+        if (end - i == 64 && bits == UINT64_MAX && pairs_order_key(c->last[end - 1]) < next) {
+            memcpy(o, c->last + i, 64 * sizeof *o);
+            o += 64;
             continue;
         }
-        uint64_t k = pairs_order_key(a);
-        while (j < f1 && pairs_order_key(c->found[j]) < k) *o++ = c->found[j++];
-        *o++ = a;
-        i++;
+        for (; bits; bits &= bits - 1) {
+            broadphase_pair a = c->last[i + (size_t)__builtin_ctzll(bits)];
+            uint64_t k = pairs_order_key(a);
+            while (next < k) {
+                *o++ = c->found[j++];
+                next = j < j_end ? pairs_order_key(c->found[j]) : UINT64_MAX;
+            }
+            *o++ = a;
+        }
     }
-    while (j < f1) *o++ = c->found[j++];
+    while (j < j_end) *o++ = c->found[j++];
+}
+
+/* Grows *p (of *capacity elements of `size` bytes) to `need` with a quarter to spare: the pair
+ * list's buffers take turns (the merged list is the next step's previous one, and so on), and a
+ * count that creeps up must not grow one every step. */
+static bool grow_spare(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
+    return need <= *capacity || world_grow(w, p, capacity, need + need / 4, size, 0);
 }
 
 bool rest_carry_over(broadphase_world *w) {
@@ -153,21 +181,18 @@ bool rest_carry_over(broadphase_world *w) {
                    .found_count = ps->count};
     c.chunks = (c.last_count + CARRY_CHUNK - 1) / CARRY_CHUNK;
     if (c.chunks == 0) return true; /* nothing to carry over */
-    if (!world_grow(w, (void **)&r->chunk_kept, &r->chunk_capacity, c.chunks, sizeof(size_t), 0))
+    if (!grow_spare(w, (void **)&r->chunk_kept, &r->chunk_capacity, c.chunks, sizeof(size_t)) ||
+        !grow_spare(w, (void **)&r->keep, &r->keep_capacity, (c.last_count + 63) / 64,
+                    sizeof(uint64_t)))
         return false;
     c.kept = r->chunk_kept;
-    threads_for_chunks(w->workers, c.chunks, carry_chunk, &c);
-    size_t kept = threads_exclusive_scan(w->workers, c.kept, c.chunks);
-    size_t total = kept + c.found_count;
-    /* The list's buffers take turns (this one is the next step's previous list, and so on), so
-     * each is grown with room to spare: a count that creeps up must not grow one every step. */
-    if (total > r->merged_capacity &&
-        !world_grow(w, (void **)&r->merged, &r->merged_capacity, total + total / 4,
-                    sizeof(broadphase_pair), 0))
+    c.keep = r->keep;
+    threads_for_chunks(w->workers, c.chunks, carry_count, &c);
+    size_t total = threads_exclusive_scan(w->workers, c.kept, c.chunks) + c.found_count;
+    if (!grow_spare(w, (void **)&r->merged, &r->merged_capacity, total, sizeof(broadphase_pair)))
         return false;
     c.out = r->merged;
-    c.write = true;
-    threads_for_chunks(w->workers, c.chunks, carry_chunk, &c);
+    threads_for_chunks(w->workers, c.chunks, carry_write, &c);
     /* The merged list becomes the step's; its old buffer is the next merge's. */
     broadphase_pair *out = ps->out;
     size_t capacity = ps->out_capacity;
@@ -183,6 +208,7 @@ void rest_release(broadphase_world *w) {
     rest_state *r = &w->rest;
     world_free(w, r->at_rest, r->capacity);
     world_free(w, r->chunk_kept, r->chunk_capacity * sizeof(size_t));
+    world_free(w, r->keep, r->keep_capacity * sizeof(uint64_t));
     world_free(w, r->merged, r->merged_capacity * sizeof(broadphase_pair));
     statics_field_release(w, &r->field);
     memset(r, 0, sizeof *r);

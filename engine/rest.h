@@ -32,6 +32,8 @@ typedef struct rest_state {
     statics_field field;
     size_t *chunk_kept; /* the carry-over's per-chunk counts, then offsets */
     size_t chunk_capacity;
+    uint64_t *keep; /* the carry-over's bit per pair of the last list: carried */
+    size_t keep_capacity;
     broadphase_pair *merged; /* the carry-over's output, swapped with the pair list's */
     size_t merged_capacity;
 } rest_state;
