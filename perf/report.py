@@ -495,7 +495,8 @@ def markdown(res, args, images, base_dir):
     return "\n".join(out) + "\n"
 
 
-STILL = ("static_world", "static_world_all_in_tree", "static_world_movers_only", "sleeping")
+STILL = ("static_world", "static_world_all_in_tree", "static_world_movers_only", "sleeping",
+         "sleeping_no_rest")
 
 
 def still_table(res):
@@ -514,6 +515,7 @@ def still_table(res):
         whole, _ = ms("static_world_all_in_tree")
         alone, _ = ms("static_world_movers_only")
         sleeping, sn = ms("sleeping")
+        no_rest, _ = ms("sleeping_no_rest")
         moving = None
         if sn:
             ks = [k for k in res.keys("moving", sn, (engine,))
@@ -525,14 +527,16 @@ def still_table(res):
         rows.append([f"{label(engine, update)}", str(threads), fmt(flagged) if flagged else "-",
                      fmt(whole) if whole else "-", fmt(alone) if alone else "-",
                      ratio(flagged, alone), ratio(whole, flagged),
-                     fmt(sleeping) if sleeping else "-", fmt(moving) if moving else "-",
+                     fmt(sleeping) if sleeping else "-", fmt(no_rest) if no_rest else "-",
+                     fmt(moving) if moving else "-",
                      f"{100 * sleeping / moving:.0f}%" if sleeping and moving else "-"])
     if not rows:
         return []
     return table(["method", "threads", "static_world", "all in tree", "movers only",
                   "static_world / movers only", "all in tree / static_world", "sleeping",
-                  "moving (all move)", "sleeping / moving"],
-                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"],
+                  "sleeping, rest off", "moving (all move)", "sleeping / moving"],
+                 ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:",
+                  "---:"],
                  rows)
 
 
@@ -541,8 +545,10 @@ def still_markdown(res, args, base_dir):
     out = machine_lines(res, base_dir)
     out += ["", "Median ms per frame. `static_world`: 1,000,000 static boxes and 10,000 moving "
                 "ones (N = 1,010,000), the statics flagged static; `all in tree`: the same world "
-                "with no flags (every object in the tree); `movers only`: a world holding only "
-                "the 10,000 movers. `sleeping`: 1,000,000 boxes of which every 100th moves; "
+                "with no flags and only-moved updates off (every object in the tree); `movers "
+                "only`: a world holding only the 10,000 movers. `sleeping`: 1,000,000 boxes of "
+                "which every 100th moves (only-moved updates on, the default); `sleeping, rest "
+                "off`: the same with `config.rest_share = 0`; "
                 "`moving`: the same N with every object moving. Only the objects that move are "
                 f"pushed each frame. Made by `{command}`.", ""]
     return "\n".join(out + still_table(res)) + "\n"

@@ -67,7 +67,7 @@ if [ "$mode" = standard ]; then
     filter="^step/$scenes/$engines/n:[0-9]+/threads:(1|$most)/"
 elif [ "$mode" = still ]; then
     out=${out:-perf/results/bench-still.json}
-    filter="^step/((static_world[a-z_]*|sleeping)/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
+    filter="^step/((static_world|sleeping)[a-z_]*/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
