@@ -25,9 +25,11 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     events_state *e = &c->w->events;
     size_t l0 = chunk * EVENT_CHUNK,
            l1 = l0 + EVENT_CHUNK < c->lead_count ? l0 + EVENT_CHUNK : c->lead_count;
-    size_t o0 = chunk == 0 ? 0 : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l0]));
-    size_t o1 = chunk + 1 >= c->chunks ? c->other_count
-                                       : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l1]));
+    size_t o0 =
+        chunk == 0 ? 0 : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l0]));
+    size_t o1 = chunk + 1 >= c->chunks
+                    ? c->other_count
+                    : pairs_lower_bound(c->other, c->other_count, pairs_order_key(c->lead[l1]));
     const broadphase_pair *cur = c->lead_is_current ? c->lead : c->other;
     const broadphase_pair *prev = c->lead_is_current ? c->other : c->lead;
     size_t i = c->lead_is_current ? l0 : o0, i_end = c->lead_is_current ? l1 : o1;

@@ -43,7 +43,8 @@ static void settle_chunk(size_t chunk, int worker, void *p) {
     (void)worker;
     settle_ctx *c = p;
     broadphase_world *w = c->w;
-    size_t begin = chunk * c->chunk, end = begin + c->chunk < w->id_end ? begin + c->chunk : w->id_end;
+    size_t begin = chunk * c->chunk,
+           end = begin + c->chunk < w->id_end ? begin + c->chunk : w->id_end;
     size_t n = 0;
     for (size_t i = begin; i < end; i++) {
         if (world_tree_member(w, i) && w->changed[i] != w->epoch) w->rest.at_rest[i] = 1;
@@ -135,8 +136,8 @@ static void carry_write(size_t chunk, int worker, void *p) {
     carry_ctx *c = p;
     size_t l0 = chunk * CARRY_CHUNK,
            l1 = l0 + CARRY_CHUNK < c->last_count ? l0 + CARRY_CHUNK : c->last_count;
-    size_t j = chunk == 0 ? 0
-                          : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l0]));
+    size_t j =
+        chunk == 0 ? 0 : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l0]));
     size_t j_end = chunk + 1 == c->chunks
                        ? c->found_count
                        : pairs_lower_bound(c->found, c->found_count, pairs_order_key(c->last[l1]));

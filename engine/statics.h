@@ -47,8 +47,7 @@ typedef struct statics_field {
 
 /* Builds field f over the `count` live objects whose flags[id] is set. False on out of memory
  * (the field is then empty). */
-bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags,
-                         size_t count);
+bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags, size_t count);
 void statics_field_release(broadphase_world *w, statics_field *f);
 
 /* Brings the static field up to date when statics changed since it was built

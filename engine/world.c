@@ -683,9 +683,9 @@ static bool static_reserve(broadphase_world *w, size_t need) {
 
 /* Room in w->added for the objects of a batch of `count` that may leave the rest. */
 static bool wake_reserve(broadphase_world *w, size_t count) {
-    return w->rest.count == 0 || world_grow(w, (void **)&w->added, &w->added_capacity,
-                                            w->added_count + count, sizeof(uint32_t),
-                                            w->added_count);
+    return w->rest.count == 0 ||
+           world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
+                      sizeof(uint32_t), w->added_count);
 }
 
 /* Object id, at rest, leaves the rest; `to_tree`: back into the tree (as if added). */
@@ -714,7 +714,8 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->is_static && !static_reserve(w, w->id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->rest.at_rest && !rest_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->rest.at_rest && !rest_reserve(w, w->id_end + fresh))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->config.pair_events && !events_fresh_reserve(w, w->id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
@@ -853,7 +854,8 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
                 if (w->filter_category[id] == filters[i].category &&
-                    w->filter_mask[id] == filters[i].mask && w->filter_group[id] == filters[i].group)
+                    w->filter_mask[id] == filters[i].mask &&
+                    w->filter_group[id] == filters[i].group)
                     continue;
                 w->filter_category[id] = filters[i].category;
                 w->filter_mask[id] = filters[i].mask;

@@ -42,7 +42,7 @@ struct broadphase_world {
     world_box *box;
     float *center[3], *radius;
     uint8_t *kind;
-    uint32_t *stamp; /* by id: its position in the batch being checked, to find repeated ids */
+    uint32_t *stamp;   /* by id: its position in the batch being checked, to find repeated ids */
     uint32_t *changed; /* by id: the epoch in which the object last changed (see epoch) */
     void *column_block;
     size_t capacity;

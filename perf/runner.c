@@ -693,9 +693,12 @@ static int tree_levels(broadphase_world *w, const broadphase_stats *stats, bool 
     } else if (check && total.leaves != stats->leaves) {
         snprintf(why, sizeof why, "%zu leaves over all levels, %zu in the stats", total.leaves,
                  stats->leaves);
-    } else if (check && total.objects != stats->objects) {
-        snprintf(why, sizeof why, "%zu objects over all levels, %zu live objects", total.objects,
-                 stats->objects);
+    } else if (check &&
+               total.objects != stats->objects - stats->static_objects - stats->resting_objects) {
+        /* The tree holds the live objects that are neither static nor at rest. */
+        snprintf(why, sizeof why,
+                 "%zu objects over all levels, %zu live objects (%zu static, %zu at rest)",
+                 total.objects, stats->objects, stats->static_objects, stats->resting_objects);
     }
     for (size_t l = 0; check && !why[0] && l < n; l++) {
         if (levels[l].nodes == 0) {
@@ -966,8 +969,11 @@ int main(int argc, char **argv) {
             begun_total, ended_total, n);
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
-    printf("structure: %llu steps, %llu rebuilds, %llu refits\n", (unsigned long long)stats.steps,
-           (unsigned long long)stats.rebuilds, (unsigned long long)stats.refits);
+    printf("structure: %llu steps, %llu rebuilds, %llu refits; %zu objects at rest (%llu rest "
+           "builds), %zu static\n",
+           (unsigned long long)stats.steps, (unsigned long long)stats.rebuilds,
+           (unsigned long long)stats.refits, stats.resting_objects,
+           (unsigned long long)stats.rest_builds, stats.static_objects);
     bool tree = o.method != BROADPHASE_METHOD_BRUTE_FORCE;
     if (tree) {
         printf("tree: %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, %zu spare "

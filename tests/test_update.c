@@ -286,10 +286,10 @@ static void interleaved(int dims) {
     w[1] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
                              rest_default);
     w[2] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f, 1.0f);
-    w[3] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f,
-                             0.0f);
-    w[4] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
-                             1.0f);
+    w[3] =
+        make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f, 0.0f);
+    w[4] =
+        make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f, 1.0f);
     w[5] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f,
                              rest_default);
     for (int i = 0; i < WORLDS; i++) {
@@ -821,8 +821,7 @@ TEST(pair_count_jumps_and_skew) {
             }
             uint32_t ids[N];
             broadphase_world *w =
-                make_world_events(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti], 0.0f,
-                                  1.0f);
+                make_world_events(3, methods[mi], BROADPHASE_UPDATE_AUTO, threads[ti], 0.0f, 1.0f);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
             before.count = 0;
@@ -945,6 +944,6 @@ TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
-          TEST_ENTRY(rest_by_hand_and_bad_config),
-          TEST_ENTRY(statics_by_hand_and_bad_input), TEST_ENTRY(pair_count_jumps_and_skew),
-          TEST_ENTRY(busy_world_refuses_mutations), TEST_ENTRY(large_batch_names_first_bad_element))
+          TEST_ENTRY(rest_by_hand_and_bad_config), TEST_ENTRY(statics_by_hand_and_bad_input),
+          TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
+          TEST_ENTRY(large_batch_names_first_bad_element))
