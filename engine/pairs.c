@@ -375,8 +375,9 @@ static pairs_result matrix_finish(broadphase_world *w) {
     size_t chunks = (c.rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
     threads_for_chunks(ps->workers, chunks, matrix_count, &c);
     size_t total = threads_exclusive_scan(ps->workers, ps->chunk_count, chunks);
-    if (total > ps->out_capacity && !world_grow(w, (void **)&ps->out, &ps->out_capacity,
-                                                total + total / 4 + 64, sizeof(broadphase_pair), 0))
+    if ((total > ps->out_capacity || !ps->out) &&
+        !world_grow(w, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+                    sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     threads_for_chunks(ps->workers, chunks, matrix_emit, &c);
     ps->matrix_zero = ps->matrix_words;
@@ -390,8 +391,9 @@ pairs_result pairs_finish(broadphase_world *w) {
     if (ps->overflow) return PAIRS_RETRY;
     size_t total, largest, workers = (size_t)ps->workers;
     if (!group_blocks(w, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
-    if (total > ps->out_capacity && !world_grow(w, (void **)&ps->out, &ps->out_capacity,
-                                                total + total / 4 + 64, sizeof(broadphase_pair), 0))
+    if ((total > ps->out_capacity || !ps->out) &&
+        !world_grow(w, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+                    sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     /* A worker sorts buckets up to its share of the pairs in its own scratch, so that all the
      * workers' scratch together stays within twice the pairs. */

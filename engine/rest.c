@@ -164,11 +164,11 @@ static void carry_write(size_t chunk, int worker, void *p) {
     while (j < j_end) *o++ = c->found[j++];
 }
 
-/* Grows *p (of *capacity elements of `size` bytes) to `need` with a quarter to spare: the pair
- * list's buffers take turns (the merged list is the next step's previous one, and so on), and a
- * count that creeps up must not grow one every step. */
+/* Grows *p (of *capacity elements of `size` bytes; allocated even for none) to `need` with a
+ * quarter to spare: the pair list's buffers take turns (the merged list is the next step's
+ * previous one, and so on), and a count that creeps up must not grow one every step. */
 static bool grow_spare(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
-    return need <= *capacity || world_grow(w, p, capacity, need + need / 4, size, 0);
+    return (*p && need <= *capacity) || world_grow(w, p, capacity, need + need / 4, size, 0);
 }
 
 bool rest_carry_over(broadphase_world *w) {
