@@ -28,7 +28,7 @@ static void wake_all(broadphase_world *w) {
         memset(r->at_rest, 0, w->id_end);
         w->trees_stale = true;
     }
-    r->count = r->stale = 0;
+    r->count = 0;
     r->field.levels = 0;
 }
 
@@ -62,7 +62,6 @@ static bool build(broadphase_world *w) {
     threads_for_chunks(w->workers, chunks, settle_chunk, &c);
     r->count = 0;
     for (size_t i = 0; i < chunks; i++) r->count += c.count[i];
-    r->stale = 0;
     w->trees_stale = true;
     if (!statics_field_build(w, &r->field, r->at_rest, r->count)) {
         wake_all(w);

@@ -27,7 +27,6 @@ typedef struct rest_state {
     uint8_t *at_rest; /* by id, NULL until the first build: in the field and unchanged since */
     size_t capacity;
     size_t count; /* objects at rest */
-    size_t stale; /* entries of the field whose objects left the rest since it was built */
     bool drop;    /* a static changed since the last step: the rest must go */
     statics_field field;
     size_t *chunk_kept; /* the carry-over's per-chunk counts, then offsets */

@@ -692,7 +692,6 @@ static bool wake_reserve(broadphase_world *w, size_t count) {
 static void leave_rest(broadphase_world *w, uint32_t id, bool to_tree) {
     w->rest.at_rest[id] = 0;
     w->rest.count--;
-    w->rest.stale++;
     if (to_tree) w->added[w->added_count++] = id;
 }
 
