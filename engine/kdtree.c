@@ -10,6 +10,7 @@
 
 #include "overlap.h"
 #include "parallel.h"
+#include "query.h"
 #include "tree.h"
 #include "world.h"
 
@@ -1337,4 +1338,32 @@ void kdtree_destroy(broadphase_world *w) {
     world_free(w, t->jobs, t->job_capacity * sizeof(kd_job));
     world_free(w, t, sizeof *t);
     w->kdtree = NULL;
+}
+
+/* ---- the queries' view (query.h) ----------------------------------------------------------- */
+
+static void query_node_of(const void *p, uint64_t handle, query_node *out) {
+    const kdtree *t = p;
+    const kd_node *n = &t->nodes[handle];
+    for (int k = 0; k < 3; k++) { /* the cell: it holds every object of the subtree */
+        out->lo[k] = n->cell_lo[k];
+        out->hi[k] = n->cell_hi[k];
+    }
+    out->own = tree_slots_boxes(&t->slots);
+    out->own_id = out->sub_id = t->slots.sid[t->slots.cur];
+    out->own_begin = out->sub_begin = n->begin;
+    out->own_end = n->end;
+    out->sub_end = n->sub_end;
+    out->sweep = n->sweep;
+    out->reach = n->reach;
+    out->children = 0;
+    for (int j = 0; j < 2; j++)
+        if (n->child[j] != NONE) out->child[out->children++] = n->child[j];
+}
+
+bool kdtree_query_view(const broadphase_world *w, query_view *out) {
+    const kdtree *t = w->kdtree;
+    if (!t || !t->built || t->slots.count == 0) return false;
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE};
+    return true;
 }

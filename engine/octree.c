@@ -28,6 +28,7 @@
 
 #include "overlap.h"
 #include "parallel.h"
+#include "query.h"
 #include "tree.h"
 #include "world.h"
 
@@ -1624,4 +1625,33 @@ void octree_destroy(broadphase_world *w) {
     world_free(w, t->jobs, t->job_capacity * sizeof(oc_job));
     world_free(w, t, sizeof *t);
     w->octree = NULL;
+}
+
+/* ---- the queries' view (query.h) ----------------------------------------------------------- */
+
+static void query_node_of(const void *p, uint64_t handle, query_node *out) {
+    const octree *t = p;
+    const oc_node *n = &t->nodes[handle];
+    for (int k = 0; k < 3; k++) { /* the measured bounds of the subtree's objects */
+        out->lo[k] = n->lo[k];
+        out->hi[k] = n->hi[k];
+    }
+    out->own = tree_slots_boxes(&t->slots);
+    out->own_id = out->sub_id = t->slots.sid[t->slots.cur];
+    out->own_begin = out->sub_begin = n->begin;
+    out->own_end = n->end;
+    out->sub_end = n->sub_end;
+    out->sweep = 3;
+    out->children = 0;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = n->child[j];
+        if (c != NONE && !t->nodes[c].spare) out->child[out->children++] = c;
+    }
+}
+
+bool octree_query_view(const broadphase_world *w, query_view *out) {
+    const octree *t = w->octree;
+    if (!t || !t->built || t->slots.count == 0) return false;
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE};
+    return true;
 }

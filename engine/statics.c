@@ -3,6 +3,7 @@
 #include "statics.h"
 
 #include "parallel.h"
+#include "query.h"
 #include "tree.h"
 #include "world.h"
 
@@ -413,4 +414,51 @@ void statics_field_release(broadphase_world *w, statics_field *f) {
 
 void statics_release(broadphase_world *w) {
     statics_field_release(w, &w->statics);
+}
+
+/* ---- the queries' view (query.h) ----------------------------------------------------------- */
+
+/* Node handles: level << 32 | entry; level == levels is a root above the top level's entries.
+ * Entry i of level l bounds the objects at positions [i * 8^l, (i + 1) * 8^l) of level 0. */
+static void query_node_of(const void *p, uint64_t handle, query_node *out) {
+    const statics_field *f = p;
+    int l = (int)(handle >> 32);
+    size_t i = (uint32_t)handle, n0 = f->level[0].count;
+    out->children = 0;
+    out->sweep = 3;
+    out->own_begin = out->own_end = 0;
+    out->sub_id = out->own_id = f->ids;
+    uint64_t span = 1;
+    for (int j = 0; j < l && span < n0; j++) span *= 8;
+    if (l == f->levels) {
+        for (int k = 0; k < 3; k++) {
+            out->lo[k] = -INFINITY;
+            out->hi[k] = INFINITY;
+        }
+        i = 0;
+    } else {
+        const float *e = entry_at(&f->level[l], i);
+        for (int k = 0; k < 3; k++) {
+            out->lo[k] = e[8 * k];
+            out->hi[k] = e[24 + 8 * k];
+        }
+    }
+    out->sub_begin = (uint32_t)(i * span < n0 ? i * span : n0);
+    out->sub_end = (uint32_t)((i + 1) * span < n0 ? (i + 1) * span : n0);
+    if (l == 1) {
+        /* its entries are objects: one block of level 0 */
+        out->own = block_view(f->level[0].blocks + i * STATICS_BLOCK_FLOATS);
+        out->own_id = f->ids + 8 * i;
+        out->own_end = (uint32_t)(n0 - 8 * i < 8 ? n0 - 8 * i : 8);
+        return;
+    }
+    const statics_level *below = &f->level[l - 1];
+    for (size_t j = 8 * i; j < 8 * i + 8 && j < below->count; j++)
+        out->child[out->children++] = (uint64_t)(l - 1) << 32 | j;
+}
+
+bool statics_query_view(const statics_field *f, query_member member, query_view *out) {
+    if (f->levels == 0 || f->level[0].count == 0) return false;
+    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member};
+    return true;
 }

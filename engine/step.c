@@ -10,6 +10,7 @@
 broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    w->generation++;
     double start = world_now_ms();
     bool events = w->config.pair_events;
     bool tree = w->config.method != BROADPHASE_METHOD_BRUTE_FORCE;

@@ -268,6 +268,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->last_error_index = SIZE_MAX;
     w->free_sorted = true;
     w->epoch = 1;
+    query_state_init(&w->query);
     if (!store_reserve(w, config->initial_capacity)) {
         broadphase_destroy(w);
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -293,6 +294,7 @@ void broadphase_destroy(broadphase_world *w) {
     world_free(w, w->is_static, w->static_capacity);
     statics_release(w);
     rest_release(w);
+    query_state_release(w);
     free(w);
 }
 
@@ -312,7 +314,9 @@ const char *broadphase_simd_level(void) {
 
 /* A mutation holds the world for its duration, so that one racing a step is refused. */
 static bool world_enter(broadphase_world *w) {
-    return __atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) == 0;
+    if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return false;
+    w->generation++;
+    return true;
 }
 
 static void world_leave(broadphase_world *w) {

@@ -6,6 +6,7 @@
 #include "events.h"
 #include "pairs.h"
 #include "parallel.h"
+#include "query.h"
 #include "rest.h"
 #include "statics.h"
 
@@ -97,6 +98,10 @@ struct broadphase_world {
     size_t bytes;
     size_t last_error_index;
     int busy; /* accessed with atomics: a mutation while a step runs is refused */
+
+    /* Counts mutating calls and steps, so that the queries know when to catch up (query.h). */
+    uint64_t generation;
+    query_state query;
 };
 
 /* Whether live object i belongs in the trees (it is neither static nor at rest). */

@@ -5,6 +5,7 @@
 #include "parallel.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -620,4 +621,25 @@ void threads_radix_sort_pairs(int workers, uint64_t *keys, uint32_t *values, uin
                               void *hist_scratch) {
     assert(count <= 1 || values);
     threads_radix_sort(workers, keys, values, tmp_keys, tmp_values, count, key_bits, hist_scratch);
+}
+
+/* ---- mutex ------------------------------------------------------------------------------- */
+
+_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((threads_mutex *)0)->opaque),
+               "threads_mutex has room for a pthread mutex");
+
+void threads_mutex_init(threads_mutex *m) {
+    pthread_mutex_init((pthread_mutex_t *)(void *)m->opaque, NULL);
+}
+
+void threads_mutex_destroy(threads_mutex *m) {
+    pthread_mutex_destroy((pthread_mutex_t *)(void *)m->opaque);
+}
+
+void threads_mutex_lock(threads_mutex *m) {
+    pthread_mutex_lock((pthread_mutex_t *)(void *)m->opaque);
+}
+
+void threads_mutex_unlock(threads_mutex *m) {
+    pthread_mutex_unlock((pthread_mutex_t *)(void *)m->opaque);
 }

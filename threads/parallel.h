@@ -68,3 +68,14 @@ void threads_radix_sort_u64(int workers, uint64_t *keys, uint64_t *tmp, size_t c
  * input order). tmp_values has room for count values. The same hist_scratch size serves. */
 void threads_radix_sort_pairs(int workers, uint64_t *keys, uint32_t *values, uint64_t *tmp_keys,
                               uint32_t *tmp_values, size_t count, int key_bits, void *hist_scratch);
+
+/* A mutex for the rare serial section that several callers' threads may reach at once (the
+ * queries' lazy catch-up), with storage inside the owner so that it allocates nothing. Any
+ * thread may lock it, OpenMP worker or not. */
+typedef struct threads_mutex {
+    _Alignas(16) unsigned char opaque[64];
+} threads_mutex;
+void threads_mutex_init(threads_mutex *m);
+void threads_mutex_destroy(threads_mutex *m);
+void threads_mutex_lock(threads_mutex *m);
+void threads_mutex_unlock(threads_mutex *m);

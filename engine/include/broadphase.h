@@ -222,6 +222,132 @@ typedef struct broadphase_level {
 broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_level *levels,
                                         size_t capacity, size_t *levels_out);
 
+/* ---- spatial queries ---------------------------------------------------------------------
+ *
+ * Read-only questions about space, answered from the method's structure (the trees, the static
+ * field, the objects at rest; brute force tests every object). Any number of threads may query
+ * one world at the same time, but never while a step or a mutating call runs on it (that is the
+ * caller's error; a query that sees a step running returns BROADPHASE_ERROR_BUSY, but the check
+ * cannot catch every overlap). Queries see the objects' current shapes: objects changed since
+ * the last step (or every object, before the first step and after a failed one) are gathered,
+ * once, by the first query after the change, into a small structure of their own; the cost of
+ * that gathering is paid once, under a lock, and the structures of the last step are not
+ * touched. Collision filters do not apply to queries; static objects and objects at rest are
+ * found like any other.
+ *
+ * Points, boxes, centres, origins and directions are float[3] (z ignored in 2D). Every input is
+ * checked: NULL where an array is needed (INVALID_ARGUMENT), NaN or infinity (NONFINITE),
+ * min > max (INVERTED_BOX), a negative radius (NEGATIVE_RADIUS). Results go to caller buffers;
+ * *count_out always receives the number of results, and when it exceeds `capacity` the call
+ * returns BROADPHASE_ERROR_BUFFER_TOO_SMALL and writes nothing to the buffer (ids_out may be NULL
+ * when capacity is 0, to ask for the count). Tests are closed: touching counts. */
+
+/* Objects whose shape overlaps the closed box; ids ascending. */
+broadphase_status broadphase_query_box(const broadphase_world *w, const float min[3],
+                                       const float max[3], uint32_t *ids_out, size_t capacity,
+                                       size_t *count_out);
+/* The box query's candidates: every object that the structure cannot rule out without testing
+ * the object itself, namely the objects held by every node whose bounds (cell or measured
+ * bounds) overlap the box, and the changed objects whose bounding boxes do. A superset of
+ * broadphase_query_box's result; ids ascending. Brute force has no structure: every object. */
+broadphase_status broadphase_query_box_candidates(const broadphase_world *w, const float min[3],
+                                                  const float max[3], uint32_t *ids_out,
+                                                  size_t capacity, size_t *count_out);
+/* Objects whose shape overlaps the closed ball; ids ascending. */
+broadphase_status broadphase_query_sphere(const broadphase_world *w, const float center[3],
+                                          float radius, uint32_t *ids_out, size_t capacity,
+                                          size_t *count_out);
+/* Objects whose shape contains the point; ids ascending. */
+broadphase_status broadphase_query_point(const broadphase_world *w, const float point[3],
+                                         uint32_t *ids_out, size_t capacity, size_t *count_out);
+
+/* Objects hit by the segment origin + t*dir, 0 <= t <= max_t (dir need not be unit length, must
+ * not be zero: INVALID_ARGUMENT; max_t >= 0, and may be INFINITY, else INVALID_ARGUMENT); t is
+ * where the segment enters the shape (0 when origin is inside); sorted by (t, id).
+ * broadphase_raycast_closest returns the first of them, if any. */
+typedef struct broadphase_ray_hit {
+    uint32_t id;
+    float t;
+} broadphase_ray_hit;
+broadphase_status broadphase_raycast(const broadphase_world *w, const float origin[3],
+                                     const float dir[3], float max_t, broadphase_ray_hit *hits_out,
+                                     size_t capacity, size_t *count_out);
+broadphase_status broadphase_raycast_closest(const broadphase_world *w, const float origin[3],
+                                             const float dir[3], float max_t,
+                                             broadphase_ray_hit *hit_out, bool *found_out);
+
+/* Frustum / convex culling: planes (a, b, c, d), inside where a*x + b*y + c*z + d >= 0 (c unused
+ * in 2D). An object is reported when, for every plane, some point of its shape is inside that
+ * plane (the usual culling test: conservative near the corners). A plane whose normal is zero
+ * is degenerate (INVALID_ARGUMENT); no planes at all report every object. ids ascending. */
+broadphase_status broadphase_query_planes(const broadphase_world *w, const float (*planes)[4],
+                                          size_t plane_count, uint32_t *ids_out, size_t capacity,
+                                          size_t *count_out);
+
+/* The k objects nearest to a point (distance from the point to the shape, 0 inside), sorted by
+ * (squared distance, id); fewer when the world holds fewer. ids_out has room for k ids and
+ * dist2_out (may be NULL) for k distances; squared distances are computed in double and
+ * reported, and ordered, rounded to float. */
+broadphase_status broadphase_nearest(const broadphase_world *w, const float point[3], size_t k,
+                                     uint32_t *ids_out, float *dist2_out, size_t *count_out);
+
+/* ---- batched queries: many queries in one call, spread over the world's worker threads ----
+ *
+ * Results come in compressed rows: query i's results are entries offsets[i] .. offsets[i + 1] of
+ * one array, each row in the order of the single query; identical for every thread count. The
+ * whole batch is checked first: on bad input nothing is written and bad_index names the first
+ * bad query. offsets (count + 1 entries) is always filled on success and on
+ * BUFFER_TOO_SMALL (total > capacity), when the result array is not written, so that the caller
+ * can size it and call again. Batches allocate working memory for the call and free it. */
+#define BROADPHASE_NO_HIT UINT32_MAX
+
+typedef struct broadphase_id_rows {
+    size_t *offsets;  /* count + 1 entries */
+    uint32_t *ids;    /* `capacity` entries; may be NULL when capacity is 0 */
+    size_t capacity;  /* in */
+    size_t total;     /* out: offsets[count] */
+    size_t bad_index; /* out: the first bad query, SIZE_MAX when none */
+} broadphase_id_rows;
+
+typedef struct broadphase_hit_rows {
+    size_t *offsets;
+    broadphase_ray_hit *hits;
+    size_t capacity, total, bad_index;
+} broadphase_hit_rows;
+
+/* Rays as structure-of-arrays columns; max_t[i] as in broadphase_raycast. */
+typedef struct broadphase_rays {
+    const float *origin_x, *origin_y, *origin_z;
+    const float *dir_x, *dir_y, *dir_z;
+    const float *max_t;
+} broadphase_rays;
+
+typedef struct broadphase_points {
+    const float *x, *y, *z;
+} broadphase_points;
+
+/* broadphase_query_box for every box; the boxes as for broadphase_add_boxes. */
+broadphase_status broadphase_query_boxes(const broadphase_world *w, size_t count,
+                                         const broadphase_boxes *boxes, broadphase_id_rows *rows);
+/* broadphase_query_sphere for every sphere. */
+broadphase_status broadphase_query_spheres(const broadphase_world *w, size_t count,
+                                           const broadphase_spheres *spheres,
+                                           broadphase_id_rows *rows);
+/* broadphase_raycast for every ray. */
+broadphase_status broadphase_raycasts(const broadphase_world *w, size_t count,
+                                      const broadphase_rays *rays, broadphase_hit_rows *rows);
+/* broadphase_raycast_closest for every ray: hits_out[i] is ray i's first hit, or
+ * {BROADPHASE_NO_HIT, INFINITY}. bad_index_out (may be NULL) as in the rows. */
+broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t count,
+                                              const broadphase_rays *rays,
+                                              broadphase_ray_hit *hits_out, size_t *bad_index_out);
+/* broadphase_nearest for every point: row i is ids_out[i * k .. i * k + counts_out[i]) (and the
+ * same in dist2_out, which may be NULL); counts_out has `count` entries. */
+broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t count,
+                                          const broadphase_points *points, size_t k,
+                                          uint32_t *ids_out, float *dist2_out, size_t *counts_out,
+                                          size_t *bad_index_out);
+
 /* The SIMD path the kernels run on this machine: "avx2", "baseline" or "scalar". */
 const char *broadphase_simd_level(void);
 

@@ -1,0 +1,968 @@
+/* The spatial queries against a reference that tests every object with the exact predicates:
+ * box, candidates, ball, point, rays (all hits and closest), planes and k-nearest, for brute
+ * force, the kd-tree and the octree, 2D and 3D, boxes, spheres and both, on every scene, before
+ * the first step, after steps, with objects moved, added and removed since the last step, with
+ * statics and objects at rest; batches against single queries for 1..8 threads; queries from
+ * several threads at once (ThreadSanitizer); and every kind of bad input. */
+#include "oracle.h"
+#include "query_math.h"
+
+#include <math.h>
+#include <pthread.h>
+
+/* ---- the reference: every object by id, as the test last set it -------------------------- */
+
+typedef struct mirror {
+    size_t cap;
+    int dims;
+    uint8_t *alive, *sphere;
+    float (*lo)[3], (*hi)[3], (*c)[3];
+    float *r;
+} mirror;
+
+static void mirror_reserve(mirror *m, size_t cap) {
+    if (cap <= m->cap) return;
+    size_t n = cap * 2;
+    m->alive = realloc(m->alive, n);
+    m->sphere = realloc(m->sphere, n);
+    m->lo = realloc(m->lo, n * sizeof *m->lo);
+    m->hi = realloc(m->hi, n * sizeof *m->hi);
+    m->c = realloc(m->c, n * sizeof *m->c);
+    m->r = realloc(m->r, n * sizeof *m->r);
+    memset(m->alive + m->cap, 0, n - m->cap);
+    m->cap = n;
+}
+
+static void mirror_free(mirror *m) {
+    free(m->alive);
+    free(m->sphere);
+    free(m->lo);
+    free(m->hi);
+    free(m->c);
+    free(m->r);
+}
+
+static void mirror_set(mirror *m, uint32_t id, bool sphere, const float lo[3], const float hi[3],
+                       const float c[3], float r) {
+    mirror_reserve(m, (size_t)id + 1);
+    m->alive[id] = 1;
+    m->sphere[id] = sphere;
+    for (int k = 0; k < 3; k++) {
+        m->lo[id][k] = k < m->dims ? lo[k] : 0.0f;
+        m->hi[id][k] = k < m->dims ? hi[k] : 0.0f;
+        m->c[id][k] = k < m->dims ? c[k] : 0.0f;
+    }
+    m->r[id] = r;
+}
+
+/* The bounds of every live object (for placing queries). */
+static void mirror_extent(const mirror *m, float lo[3], float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        lo[k] = 0.0f;
+        hi[k] = 1.0f;
+    }
+    bool first = true;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->alive[i]) continue;
+        for (int k = 0; k < m->dims; k++) {
+            float a = m->sphere[i] ? m->c[i][k] - m->r[i] : m->lo[i][k];
+            float b = m->sphere[i] ? m->c[i][k] + m->r[i] : m->hi[i][k];
+            lo[k] = first || a < lo[k] ? a : lo[k];
+            hi[k] = first || b > hi[k] ? b : hi[k];
+        }
+        first = false;
+    }
+}
+
+typedef enum qtype { Q_BOX, Q_SPHERE, Q_POINT, Q_PLANES, Q_RAY, Q_NEAREST, Q_TYPES } qtype;
+
+typedef struct qdesc {
+    qtype type;
+    float lo[3], hi[3]; /* box; point in lo */
+    float c[3], r;
+    float planes[6][4];
+    size_t plane_count;
+    float o[3], d[3], max_t;
+    size_t k;
+} qdesc;
+
+/* The reference's value for object id: hit or not, and a ray's t or a squared distance. */
+static bool ref_object(const mirror *m, uint32_t id, const qdesc *q, double *v) {
+    int dims = m->dims;
+    bool s = m->sphere[id];
+    const float *lo = m->lo[id], *hi = m->hi[id], *c = m->c[id];
+    float r = m->r[id];
+    switch (q->type) {
+    case Q_BOX:
+        return s ? simd_pair_box_sphere(q->lo, q->hi, c, r, dims)
+                 : simd_pair_box_box(q->lo, q->hi, lo, hi, dims);
+    case Q_POINT:
+        return s ? simd_pair_box_sphere(q->lo, q->lo, c, r, dims)
+                 : simd_pair_box_box(q->lo, q->lo, lo, hi, dims);
+    case Q_SPHERE:
+        return s ? simd_pair_sphere_sphere(q->c, q->r, c, r, dims)
+                 : simd_pair_box_sphere(lo, hi, q->c, q->r, dims);
+    case Q_PLANES:
+        return s ? qm_planes_sphere((const float(*)[4])q->planes, q->plane_count, c, r, dims)
+                 : qm_planes_box((const float(*)[4])q->planes, q->plane_count, lo, hi, dims);
+    case Q_RAY: {
+        qm_ray ray;
+        qm_ray_init(&ray, q->o, q->d, q->max_t, dims);
+        return s ? qm_ray_sphere(&ray, c, r, dims, q->max_t, v)
+                 : qm_ray_box(&ray, lo, hi, dims, q->max_t, v);
+    }
+    case Q_NEAREST:
+        *v = s ? qm_sphere_dist2(q->lo, c, r, dims) : qm_box_dist2(q->lo, lo, hi, dims);
+        return true;
+    default:
+        return false;
+    }
+}
+
+typedef struct ranked {
+    float key;
+    uint32_t id;
+} ranked;
+
+static int ranked_compare(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The reference's answer: ids ascending, or (t, id) / (dist2, id) ascending, cut to k. */
+static size_t reference(const mirror *m, const qdesc *q, ranked *out) {
+    size_t n = 0;
+    for (uint32_t id = 0; id < m->cap; id++) {
+        if (!m->alive[id]) continue;
+        double v = 0.0;
+        if (!ref_object(m, id, q, &v)) continue;
+        out[n++] = (ranked){(q->type == Q_RAY || q->type == Q_NEAREST) ? (float)v : 0.0f, id};
+    }
+    qsort(out, n, sizeof *out, ranked_compare);
+    if (q->type == Q_NEAREST && n > q->k) n = q->k;
+    return n;
+}
+
+/* ---- random queries ------------------------------------------------------------------------- */
+
+static float in_range(uint64_t *rng, float a, float b) {
+    return a + (b - a) * scene_uniform(rng);
+}
+
+/* A live id, or UINT32_MAX when there is none. */
+static uint32_t some_live(const mirror *m, uint64_t *rng) {
+    for (int tries = 0; tries < 64 && m->cap; tries++) {
+        uint32_t id = (uint32_t)(scene_splitmix64(rng) % m->cap);
+        if (m->alive[id]) return id;
+    }
+    for (uint32_t id = 0; id < m->cap; id++)
+        if (m->alive[id]) return id;
+    return UINT32_MAX;
+}
+
+/* Query number i of a set: random ones of every size, and the edge cases (touching an object
+ * exactly, covering everything, rays along the axes and from inside objects). */
+static qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng) {
+    qdesc q;
+    memset(&q, 0, sizeof q);
+    q.type = type;
+    int dims = m->dims;
+    float lo[3], hi[3];
+    mirror_extent(m, lo, hi);
+    float ext[3];
+    for (int k = 0; k < 3; k++) ext[k] = hi[k] - lo[k] > 0 ? hi[k] - lo[k] : 1.0f;
+    float scale = i % 4 == 0 ? 0.5f : i % 4 == 1 ? 0.1f : 0.02f;
+    uint32_t obj = some_live(m, rng);
+    float p[3];
+    for (int k = 0; k < 3; k++) p[k] = k < dims ? in_range(rng, lo[k], hi[k]) : 0.0f;
+    switch (type) {
+    case Q_BOX:
+    case Q_POINT:
+        for (int k = 0; k < dims; k++) {
+            float h = ext[k] * scale * scene_uniform(rng);
+            q.lo[k] = p[k] - h;
+            q.hi[k] = p[k] + h;
+        }
+        if (obj != UINT32_MAX && i % 5 == 1) { /* the object's own box (or a corner of it) */
+            for (int k = 0; k < dims; k++) {
+                q.lo[k] = m->sphere[obj] ? m->c[obj][k] : m->lo[obj][k];
+                q.hi[k] = m->sphere[obj] ? m->c[obj][k] + m->r[obj] : m->hi[obj][k];
+            }
+        }
+        if (obj != UINT32_MAX && i % 5 == 2 && !m->sphere[obj]) { /* touching its max face */
+            for (int k = 0; k < dims; k++) {
+                q.lo[k] = m->hi[obj][k];
+                q.hi[k] = m->hi[obj][k] + ext[k] * 0.01f;
+            }
+        }
+        if (i % 7 == 3)
+            for (int k = 0; k < dims; k++) { /* the whole world and more */
+                q.lo[k] = lo[k] - ext[k];
+                q.hi[k] = hi[k] + ext[k];
+            }
+        if (type == Q_POINT && i % 3 == 0)
+            for (int k = 0; k < dims; k++) q.lo[k] = p[k];
+        break;
+    case Q_SPHERE:
+        memcpy(q.c, p, sizeof p);
+        q.r = i % 6 == 5 ? 0.0f : ext[0] * scale * scene_uniform(rng);
+        if (obj != UINT32_MAX && i % 5 == 1 && !m->sphere[obj]) {
+            /* centred on a box's max corner, radius 0: touches it */
+            for (int k = 0; k < dims; k++) q.c[k] = m->hi[obj][k];
+            q.r = 0.0f;
+        }
+        if (i % 7 == 3) q.r = 4.0f * (ext[0] + ext[1] + ext[2]);
+        break;
+    case Q_PLANES: {
+        q.plane_count = (size_t)(i % 7);
+        for (size_t j = 0; j < q.plane_count; j++) {
+            float n[3] = {0, 0, 0};
+            for (int k = 0; k < dims; k++) n[k] = in_range(rng, -1.0f, 1.0f);
+            if (j % 3 == 2) { /* axis-aligned */
+                for (int k = 0; k < dims; k++) n[k] = 0.0f;
+                n[j % (size_t)dims] = j % 2 ? 1.0f : -1.0f;
+            }
+            if (n[0] == 0.0f && n[1] == 0.0f) n[0] = 1.0f;
+            double s = 0.0;
+            for (int k = 0; k < dims; k++) s += (double)n[k] * p[k];
+            for (int k = 0; k < 3; k++) q.planes[j][k] = n[k];
+            q.planes[j][3] = (float)(-s + (double)ext[0] * scale * (scene_uniform(rng) - 0.2));
+        }
+        break;
+    }
+    case Q_RAY: {
+        memcpy(q.o, p, sizeof p);
+        for (int k = 0; k < dims; k++) q.d[k] = in_range(rng, -1.0f, 1.0f) * ext[k];
+        if (i % 5 == 1) { /* along an axis */
+            for (int k = 0; k < dims; k++) q.d[k] = 0.0f;
+            q.d[i % dims] = i % 2 ? ext[0] : -ext[0];
+        }
+        if (obj != UINT32_MAX && i % 5 == 2) /* from inside an object */
+            for (int k = 0; k < dims; k++) q.o[k] = m->sphere[obj] ? m->c[obj][k] : m->lo[obj][k];
+        if (q.d[0] == 0.0f && q.d[1] == 0.0f) q.d[0] = 1.0f;
+        q.max_t = i % 4 == 3 ? INFINITY : i % 4 == 2 ? 0.0f : scale * 2.0f;
+        break;
+    }
+    case Q_NEAREST:
+        memcpy(q.lo, p, sizeof p);
+        if (obj != UINT32_MAX && i % 5 == 1)
+            for (int k = 0; k < dims; k++) q.lo[k] = m->sphere[obj] ? m->c[obj][k] : m->lo[obj][k];
+        q.k = i % 4 == 0 ? 1 : i % 4 == 1 ? 16 : i % 4 == 2 ? 3 : 5000;
+        break;
+    default:
+        break;
+    }
+    return q;
+}
+
+/* ---- running a query and comparing ------------------------------------------------------- */
+
+typedef struct answer {
+    broadphase_status status;
+    size_t count;
+    ranked *items;
+} answer;
+
+static answer ask(const broadphase_world *w, const qdesc *q, size_t capacity, ranked *items,
+                  uint32_t *ids, broadphase_ray_hit *hits, float *d2) {
+    answer a = {BROADPHASE_OK, 0, items};
+    switch (q->type) {
+    case Q_BOX:
+        a.status = broadphase_query_box(w, q->lo, q->hi, ids, capacity, &a.count);
+        break;
+    case Q_POINT:
+        a.status = broadphase_query_point(w, q->lo, ids, capacity, &a.count);
+        break;
+    case Q_SPHERE:
+        a.status = broadphase_query_sphere(w, q->c, q->r, ids, capacity, &a.count);
+        break;
+    case Q_PLANES:
+        a.status = broadphase_query_planes(w, (const float(*)[4])q->planes, q->plane_count, ids,
+                                           capacity, &a.count);
+        break;
+    case Q_RAY:
+        a.status = broadphase_raycast(w, q->o, q->d, q->max_t, hits, capacity, &a.count);
+        break;
+    case Q_NEAREST:
+        a.status =
+            broadphase_nearest(w, q->lo, q->k < capacity ? q->k : capacity, ids, d2, &a.count);
+        break;
+    default:
+        break;
+    }
+    for (size_t i = 0; a.status == BROADPHASE_OK && i < a.count; i++) {
+        if (q->type == Q_RAY)
+            items[i] = (ranked){hits[i].t, hits[i].id};
+        else
+            items[i] = (ranked){q->type == Q_NEAREST ? d2[i] : 0.0f, ids[i]};
+    }
+    return a;
+}
+
+static bool same_answer(const ranked *want, size_t nwant, const ranked *got, size_t ngot,
+                        const char *what) {
+    size_t n = nwant < ngot ? nwant : ngot;
+    for (size_t i = 0; i < n; i++) {
+        if (want[i].id != got[i].id || want[i].key != got[i].key) {
+            fprintf(stderr, "%s: entry %zu: want (%g, %u), got (%g, %u) [%s]\n", what, i,
+                    (double)want[i].key, want[i].id, (double)got[i].key, got[i].id, test_context);
+            return false;
+        }
+    }
+    if (nwant != ngot) {
+        fprintf(stderr, "%s: want %zu results, got %zu [%s]\n", what, nwant, ngot, test_context);
+        return false;
+    }
+    return true;
+}
+
+typedef struct scratch {
+    size_t cap;
+    ranked *want, *got;
+    uint32_t *ids, *cand;
+    broadphase_ray_hit *hits;
+    float *d2;
+} scratch;
+
+static void scratch_reserve(scratch *s, size_t n) {
+    n += 16;
+    if (n <= s->cap) return;
+    s->cap = n;
+    s->want = realloc(s->want, n * sizeof *s->want);
+    s->got = realloc(s->got, n * sizeof *s->got);
+    s->ids = realloc(s->ids, n * sizeof *s->ids);
+    s->cand = realloc(s->cand, n * sizeof *s->cand);
+    s->hits = realloc(s->hits, n * sizeof *s->hits);
+    s->d2 = realloc(s->d2, n * sizeof *s->d2);
+}
+
+static void scratch_free(scratch *s) {
+    free(s->want);
+    free(s->got);
+    free(s->ids);
+    free(s->cand);
+    free(s->hits);
+    free(s->d2);
+}
+
+static long checked_results;
+static size_t rested_seen;
+    /* objects at rest when the queries ran */ /* results compared, so that a test cannot pass on
+                                                  empty answers */
+
+/* `per_type` queries of every type against the reference; the box queries' candidates too. */
+static void check_queries(const broadphase_world *w, const mirror *m, int per_type, uint64_t seed,
+                          scratch *s) {
+    uint64_t rng = seed;
+    scratch_reserve(s, m->cap);
+    for (int t = 0; t < Q_TYPES; t++) {
+        for (int i = 0; i < per_type; i++) {
+            qdesc q = make_query(m, (qtype)t, i, &rng);
+            size_t nwant = reference(m, &q, s->want);
+            answer a = ask(w, &q, s->cap, s->got, s->ids, s->hits, s->d2);
+            CHECK_EQ_INT(a.status, BROADPHASE_OK);
+            if (a.status != BROADPHASE_OK) return;
+            char what[64];
+            snprintf(what, sizeof what, "query type %d number %d", t, i);
+            if (!same_answer(s->want, nwant, s->got, a.count, what)) {
+                test_failures++;
+                return;
+            }
+            checked_results += (long)nwant;
+            if (q.type == Q_RAY) { /* the closest hit is the first of all hits */
+                broadphase_ray_hit h;
+                bool found;
+                CHECK_EQ_INT(broadphase_raycast_closest(w, q.o, q.d, q.max_t, &h, &found),
+                             BROADPHASE_OK);
+                CHECK(found == (nwant > 0));
+                if (found && nwant) {
+                    CHECK_EQ_INT(h.id, s->want[0].id);
+                    CHECK(h.t == s->want[0].key);
+                }
+            }
+            if (q.type == Q_BOX) { /* candidates: hits <= candidates <= live objects */
+                size_t nc = 0;
+                CHECK_EQ_INT(broadphase_query_box_candidates(w, q.lo, q.hi, s->cand, s->cap, &nc),
+                             BROADPHASE_OK);
+                CHECK(nc >= nwant && nc <= broadphase_object_count(w));
+                size_t j = 0;
+                for (size_t h = 0; h < nwant; h++) {
+                    while (j < nc && s->cand[j] < s->want[h].id) j++;
+                    CHECK(j < nc && s->cand[j] == s->want[h].id);
+                }
+                for (size_t c = 0; c < nc; c++) {
+                    CHECK(s->cand[c] < m->cap && m->alive[s->cand[c]]);
+                    if (c) CHECK(s->cand[c - 1] < s->cand[c]);
+                }
+            }
+        }
+    }
+}
+
+/* ---- worlds that change ---------------------------------------------------------------------- */
+
+static void add_scene_mirrored(const scene *sc, broadphase_world *w, uint32_t *ids, mirror *m) {
+    CHECK_EQ_INT(scene_add_to_world(sc, w, ids), BROADPHASE_OK);
+    for (size_t i = 0; i < sc->count; i++) {
+        float lo[3], hi[3], c[3], r;
+        scene_object(sc, i, lo, hi, c, &r);
+        mirror_set(m, ids[i], sc->is_sphere[i], lo, hi, c, r);
+    }
+}
+
+/* Moves every `stride`-th live object a little (boxes and spheres by their own calls). */
+static void move_some(broadphase_world *w, mirror *m, size_t stride, size_t offset, uint64_t *rng) {
+    for (uint32_t id = (uint32_t)offset; id < m->cap; id += (uint32_t)stride) {
+        if (!m->alive[id]) continue;
+        float dx[3];
+        for (int k = 0; k < 3; k++) dx[k] = k < m->dims ? in_range(rng, -2.0f, 2.0f) : 0.0f;
+        if (m->sphere[id]) {
+            float c[3];
+            for (int k = 0; k < 3; k++) c[k] = m->c[id][k] + dx[k];
+            float r = m->r[id];
+            broadphase_spheres sp = {&c[0], &c[1], &c[2], &r};
+            CHECK_EQ_INT(broadphase_move_spheres(w, 1, &id, &sp), BROADPHASE_OK);
+            mirror_set(m, id, true, c, c, c, r);
+        } else {
+            float lo[3], hi[3];
+            for (int k = 0; k < 3; k++) {
+                lo[k] = m->lo[id][k] + dx[k];
+                hi[k] = m->hi[id][k] + dx[k];
+            }
+            broadphase_boxes b = {&lo[0], &lo[1], &lo[2], &hi[0], &hi[1], &hi[2]};
+            CHECK_EQ_INT(broadphase_move_boxes(w, 1, &id, &b), BROADPHASE_OK);
+            mirror_set(m, id, false, lo, hi, lo, 0.0f);
+        }
+    }
+}
+
+static void remove_some(broadphase_world *w, mirror *m, size_t stride, size_t offset) {
+    for (uint32_t id = (uint32_t)offset; id < m->cap; id += (uint32_t)stride) {
+        if (!m->alive[id]) continue;
+        CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_OK);
+        m->alive[id] = 0;
+    }
+}
+
+/* A few new objects, a box and a sphere each time, near live ones. */
+static void add_some(broadphase_world *w, mirror *m, int count, uint64_t *rng) {
+    float lo[3], hi[3];
+    mirror_extent(m, lo, hi);
+    for (int i = 0; i < count; i++) {
+        float c[3], h[3];
+        for (int k = 0; k < 3; k++) {
+            c[k] = k < m->dims ? in_range(rng, lo[k], hi[k]) : 0.0f;
+            h[k] = k < m->dims ? in_range(rng, 0.5f, 1.0f) : 0.0f;
+        }
+        uint32_t id;
+        if (i % 2) {
+            float r = h[0];
+            broadphase_spheres sp = {&c[0], &c[1], &c[2], &r};
+            CHECK_EQ_INT(broadphase_add_spheres(w, 1, &sp, &id), BROADPHASE_OK);
+            mirror_set(m, id, true, c, c, c, r);
+        } else {
+            float a[3], b[3];
+            for (int k = 0; k < 3; k++) {
+                a[k] = c[k] - h[k];
+                b[k] = c[k] + h[k];
+            }
+            broadphase_boxes bx = {&a[0], &a[1], &a[2], &b[0], &b[1], &b[2]};
+            CHECK_EQ_INT(broadphase_add_boxes(w, 1, &bx, &id), BROADPHASE_OK);
+            mirror_set(m, id, false, a, b, c, 0.0f);
+        }
+    }
+}
+
+static const scene_kind query_scenes[] = {
+    SCENE_UNIFORM, SCENE_CLUSTERED, SCENE_MIXED,     SCENE_SPHERES, SCENE_PLANE2D,
+    SCENE_SHAPES,  SCENE_SHAPES2D,  SCENE_IDENTICAL, SCENE_FLAT,    SCENE_HUGE,
+    SCENE_TINY,    SCENE_FAR,       SCENE_DENSE};
+static const size_t query_sizes[] = {0, 1, 57, 900};
+
+/* One world through its life: queries before the first step, after it, after changes not yet
+ * stepped (moves, removals, additions), with statics, and with most objects at rest. */
+static void world_life(scene_kind kind, size_t n, broadphase_method method, int threads,
+                       scratch *s) {
+    scene sc;
+    REQUIRE(scene_make(&sc, kind, n, 77 + n));
+    broadphase_config c = test_config(sc.dimensions, method, BROADPHASE_UPDATE_AUTO, threads, 0);
+    c.rest_share = 1.0f;
+    broadphase_world *w = make_world_from(&c);
+    REQUIRE(w);
+    mirror m = {.dims = sc.dimensions};
+    uint32_t *ids = malloc((n + 1) * sizeof *ids);
+    uint64_t rng = 5 + n;
+    add_scene_mirrored(&sc, w, ids, &m);
+    int per = n > 100 ? 12 : 6;
+    check_queries(w, &m, per, 1, s); /* before any step: every object is "changed" */
+    step_ok(w);
+    check_queries(w, &m, per, 2, s);
+    move_some(w, &m, 13, 0, &rng);
+    remove_some(w, &m, 29, 3);
+    add_some(w, &m, 6, &rng);
+    check_queries(w, &m, per, 3, s); /* changed since the step */
+    step_ok(w);
+    check_queries(w, &m, per, 4, s);
+    if (n > 0) { /* a third static, then a few moves: the rest forms, then some wake */
+        for (uint32_t id = 0; id < m.cap; id += 3) {
+            if (!m.alive[id]) continue;
+            CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
+        }
+        step_ok(w);
+        move_some(w, &m, 99, 1, &rng);
+        step_ok(w);
+        move_some(w, &m, 90, 2, &rng);
+        step_ok(w);
+        broadphase_stats st;
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+        rested_seen += st.resting_objects;
+        check_queries(w, &m, per, 5, s);
+        move_some(w, &m, 31, 0, &rng);
+        remove_some(w, &m, 41, 5);
+        check_queries(w, &m, per, 6, s);
+    }
+    broadphase_destroy(w);
+    free(ids);
+    mirror_free(&m);
+    scene_free(&sc);
+}
+
+TEST(queries_equal_reference) {
+    scratch s = {0};
+    checked_results = 0;
+    rested_seen = 0;
+    for (size_t ki = 0; ki < sizeof query_scenes / sizeof query_scenes[0]; ki++)
+        for (size_t ni = 0; ni < sizeof query_sizes / sizeof query_sizes[0]; ni++)
+            for (size_t mi = 0; mi < 3; mi++)
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    TEST_CONTEXT("scene %s n %zu method %zu threads %d",
+                                 scene_name(query_scenes[ki]), query_sizes[ni], mi, threads);
+                    world_life(query_scenes[ki], query_sizes[ni], method_at(mi), threads, &s);
+                }
+    /* the queries found things: a test of empty answers proves nothing */
+    CHECK(checked_results > 1000000);
+    CHECK(rested_seen > 20000);
+    scratch_free(&s);
+}
+
+/* The rest and the statics really took part (not only the changed-objects field). */
+TEST(queries_see_rest_and_statics) {
+    scratch s = {0};
+    for (size_t mi = 1; mi < 3; mi++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, SCENE_SHAPES, 3000, 9));
+        broadphase_config c = test_config(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+        c.rest_share = 1.0f;
+        broadphase_world *w = make_world_from(&c);
+        REQUIRE(w);
+        mirror m = {.dims = 3};
+        uint32_t *ids = malloc(3000 * sizeof *ids);
+        uint64_t rng = 3;
+        add_scene_mirrored(&sc, w, ids, &m);
+        for (uint32_t id = 0; id < 3000; id += 4)
+            CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
+        step_ok(w);
+        move_some(w, &m, 50, 1, &rng);
+        step_ok(w);
+        move_some(w, &m, 54, 1, &rng);
+        step_ok(w);
+        broadphase_stats st;
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+        TEST_CONTEXT("method %zu resting %zu static %zu", mi, st.resting_objects,
+                     st.static_objects);
+        CHECK(st.resting_objects > 1000);
+        CHECK(st.static_objects == 750);
+        check_queries(w, &m, 20, 11, &s);
+        broadphase_destroy(w);
+        free(ids);
+        mirror_free(&m);
+        scene_free(&sc);
+    }
+    scratch_free(&s);
+}
+
+/* The structure prunes: a small box's candidates are a small part of a large world. */
+TEST(candidates_are_pruned) {
+    scene sc;
+    REQUIRE(scene_make(&sc, SCENE_UNIFORM, 20000, 4));
+    uint32_t *ids = malloc(20000 * sizeof *ids);
+    for (size_t mi = 1; mi < 3; mi++) {
+        broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+        step_ok(w);
+        float c = sc.world_size / 2, lo[3] = {c - 2, c - 2, c - 2}, hi[3] = {c + 2, c + 2, c + 2};
+        size_t hits = 0, cand = 0;
+        CHECK_EQ_INT(broadphase_query_box(w, lo, hi, NULL, 0, &hits),
+                     BROADPHASE_ERROR_BUFFER_TOO_SMALL);
+        CHECK_EQ_INT(broadphase_query_box_candidates(w, lo, hi, NULL, 0, &cand),
+                     BROADPHASE_ERROR_BUFFER_TOO_SMALL);
+        TEST_CONTEXT("method %zu hits %zu candidates %zu", mi, hits, cand);
+        CHECK(hits > 0 && cand >= hits && cand < 2000);
+        broadphase_destroy(w);
+    }
+    free(ids);
+    scene_free(&sc);
+}
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+TEST(batches_equal_single_queries) {
+    const size_t nq = 300;
+    for (int dims = 2; dims <= 3; dims++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, dims == 3 ? SCENE_SHAPES : SCENE_SHAPES2D, 4000, 21));
+        uint32_t *ids = malloc(4000 * sizeof *ids);
+        /* queries: boxes, balls, rays and points around the world */
+        float *col[16];
+        for (int j = 0; j < 16; j++) col[j] = malloc(nq * sizeof(float));
+        uint64_t rng = 8;
+        float L = sc.world_size;
+        for (size_t i = 0; i < nq; i++) {
+            for (int k = 0; k < 3; k++) {
+                float p = in_range(&rng, 0, L), h = in_range(&rng, 0, L * (i % 3 ? 0.02f : 0.2f));
+                col[k][i] = p - h;                                /* box min */
+                col[3 + k][i] = p + h;                            /* box max */
+                col[6 + k][i] = p;                                /* centre, origin, point */
+                col[9 + k][i] = in_range(&rng, -1, 1) * L * 0.1f; /* dir */
+            }
+            col[12][i] = in_range(&rng, 0, L * 0.05f); /* radius */
+            col[13][i] = i % 5 == 0 ? INFINITY : 1.0f; /* max_t */
+        }
+        broadphase_boxes boxes = {col[0], col[1], col[2], col[3], col[4], col[5]};
+        broadphase_spheres balls = {col[6], col[7], col[8], col[12]};
+        broadphase_rays rays = {col[6], col[7], col[8], col[9], col[10], col[11], col[13]};
+        broadphase_points pts = {col[6], col[7], col[8]};
+        for (size_t mi = 0; mi < 3; mi++) {
+            size_t *ref_off[3] = {NULL, NULL, NULL};
+            uint32_t *ref_ids[2] = {NULL, NULL};
+            broadphase_ray_hit *ref_hits = NULL, *ref_closest = NULL;
+            uint32_t *ref_near = NULL;
+            size_t *ref_counts = NULL;
+            for (int threads = 1; threads <= 8; threads++) {
+                TEST_CONTEXT("dims %d method %zu threads %d", dims, mi, threads);
+                broadphase_world *w =
+                    make_world(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+                if (threads % 2) step_ok(w); /* odd: stepped; even: all objects pending */
+                size_t *off[3];
+                for (int j = 0; j < 3; j++) off[j] = malloc((nq + 1) * sizeof(size_t));
+                /* ask for the sizes first: BUFFER_TOO_SMALL with the offsets filled */
+                broadphase_id_rows rb = {off[0], NULL, 0, 0, 0};
+                broadphase_status st = broadphase_query_boxes(w, nq, &boxes, &rb);
+                CHECK(st == BROADPHASE_ERROR_BUFFER_TOO_SMALL || rb.total == 0);
+                CHECK_EQ_INT(rb.total, off[0][nq]);
+                rb.ids = malloc((rb.total + 1) * sizeof(uint32_t));
+                rb.capacity = rb.total;
+                CHECK_EQ_INT(broadphase_query_boxes(w, nq, &boxes, &rb), BROADPHASE_OK);
+                broadphase_id_rows rs = {off[1], NULL, 0, 0, 0};
+                broadphase_query_spheres(w, nq, &balls, &rs);
+                rs.ids = malloc((rs.total + 1) * sizeof(uint32_t));
+                rs.capacity = rs.total;
+                CHECK_EQ_INT(broadphase_query_spheres(w, nq, &balls, &rs), BROADPHASE_OK);
+                broadphase_hit_rows rr = {off[2], NULL, 0, 0, 0};
+                broadphase_raycasts(w, nq, &rays, &rr);
+                rr.hits = malloc((rr.total + 1) * sizeof(broadphase_ray_hit));
+                rr.capacity = rr.total;
+                CHECK_EQ_INT(broadphase_raycasts(w, nq, &rays, &rr), BROADPHASE_OK);
+                broadphase_ray_hit *closest = malloc(nq * sizeof *closest);
+                size_t bad = 0;
+                CHECK_EQ_INT(broadphase_raycasts_closest(w, nq, &rays, closest, &bad),
+                             BROADPHASE_OK);
+                CHECK_EQ_INT(bad, SIZE_MAX);
+                const size_t k = 16;
+                uint32_t *near = malloc(nq * k * sizeof *near);
+                float *nd2 = malloc(nq * k * sizeof *nd2);
+                size_t *counts = malloc(nq * sizeof *counts);
+                CHECK_EQ_INT(broadphase_nearest_many(w, nq, &pts, k, near, nd2, counts, NULL),
+                             BROADPHASE_OK);
+                /* every row equals the single query */
+                uint32_t one[4096];
+                broadphase_ray_hit onehit[4096];
+                float oned2[16];
+                for (size_t i = 0; i < nq; i++) {
+                    float lo[3] = {col[0][i], col[1][i], col[2][i]},
+                          hi[3] = {col[3][i], col[4][i], col[5][i]},
+                          p[3] = {col[6][i], col[7][i], col[8][i]},
+                          d[3] = {col[9][i], col[10][i], col[11][i]};
+                    size_t n1 = 0;
+                    CHECK_EQ_INT(broadphase_query_box(w, lo, hi, one, 4096, &n1), BROADPHASE_OK);
+                    CHECK(n1 == off[0][i + 1] - off[0][i] &&
+                          !memcmp(one, rb.ids + off[0][i], n1 * sizeof(uint32_t)));
+                    CHECK_EQ_INT(broadphase_query_sphere(w, p, col[12][i], one, 4096, &n1),
+                                 BROADPHASE_OK);
+                    CHECK(n1 == off[1][i + 1] - off[1][i] &&
+                          !memcmp(one, rs.ids + off[1][i], n1 * sizeof(uint32_t)));
+                    CHECK_EQ_INT(broadphase_raycast(w, p, d, col[13][i], onehit, 4096, &n1),
+                                 BROADPHASE_OK);
+                    CHECK(n1 == off[2][i + 1] - off[2][i] &&
+                          !memcmp(onehit, rr.hits + off[2][i], n1 * sizeof(broadphase_ray_hit)));
+                    CHECK(n1 ? closest[i].id == onehit[0].id && closest[i].t == onehit[0].t
+                             : closest[i].id == BROADPHASE_NO_HIT);
+                    CHECK_EQ_INT(broadphase_nearest(w, p, k, one, oned2, &n1), BROADPHASE_OK);
+                    CHECK(n1 == counts[i] && !memcmp(one, near + i * k, n1 * sizeof(uint32_t)) &&
+                          !memcmp(oned2, nd2 + i * k, n1 * sizeof(float)));
+                }
+                /* and every thread count gives the same rows */
+                if (threads == 1) {
+                    for (int j = 0; j < 3; j++) {
+                        ref_off[j] = malloc((nq + 1) * sizeof(size_t));
+                        memcpy(ref_off[j], off[j], (nq + 1) * sizeof(size_t));
+                    }
+                    ref_ids[0] = malloc((rb.total + 1) * sizeof(uint32_t));
+                    memcpy(ref_ids[0], rb.ids, rb.total * sizeof(uint32_t));
+                    ref_ids[1] = malloc((rs.total + 1) * sizeof(uint32_t));
+                    memcpy(ref_ids[1], rs.ids, rs.total * sizeof(uint32_t));
+                    ref_hits = malloc((rr.total + 1) * sizeof(broadphase_ray_hit));
+                    memcpy(ref_hits, rr.hits, rr.total * sizeof(broadphase_ray_hit));
+                    ref_closest = malloc(nq * sizeof *ref_closest);
+                    memcpy(ref_closest, closest, nq * sizeof *closest);
+                    ref_near = malloc(nq * k * sizeof *ref_near);
+                    memcpy(ref_near, near, nq * k * sizeof *near);
+                    ref_counts = malloc(nq * sizeof *ref_counts);
+                    memcpy(ref_counts, counts, nq * sizeof *counts);
+                } else {
+                    for (int j = 0; j < 3; j++)
+                        CHECK(!memcmp(ref_off[j], off[j], (nq + 1) * sizeof(size_t)));
+                    CHECK(!memcmp(ref_ids[0], rb.ids, rb.total * sizeof(uint32_t)));
+                    CHECK(!memcmp(ref_ids[1], rs.ids, rs.total * sizeof(uint32_t)));
+                    CHECK(!memcmp(ref_hits, rr.hits, rr.total * sizeof(broadphase_ray_hit)));
+                    CHECK(!memcmp(ref_closest, closest, nq * sizeof *closest));
+                    CHECK(!memcmp(ref_counts, counts, nq * sizeof *counts));
+                    for (size_t i = 0; i < nq; i++)
+                        CHECK(!memcmp(ref_near + i * k, near + i * k, counts[i] * sizeof *near));
+                }
+                CHECK(rb.total > nq && rs.total > nq / 2 && rr.total > nq / 4);
+                for (int j = 0; j < 3; j++) free(off[j]);
+                free(rb.ids);
+                free(rs.ids);
+                free(rr.hits);
+                free(closest);
+                free(near);
+                free(nd2);
+                free(counts);
+                broadphase_destroy(w);
+            }
+            for (int j = 0; j < 3; j++) free(ref_off[j]);
+            free(ref_ids[0]);
+            free(ref_ids[1]);
+            free(ref_hits);
+            free(ref_closest);
+            free(ref_near);
+            free(ref_counts);
+        }
+        for (int j = 0; j < 16; j++) free(col[j]);
+        free(ids);
+        scene_free(&sc);
+    }
+}
+
+/* ---- many threads at once ------------------------------------------------------------------ */
+
+typedef struct reader {
+    const broadphase_world *w;
+    int seed;
+    size_t sum; /* of all results: compared with the single-threaded run */
+    int errors;
+} reader;
+
+static void *read_world(void *p) {
+    reader *r = p;
+    uint64_t rng = (uint64_t)r->seed;
+    uint32_t ids[2048];
+    broadphase_ray_hit hits[2048];
+    float d2[8];
+    r->sum = 0;
+    for (int i = 0; i < 200; i++) {
+        float c[3] = {in_range(&rng, 0, 30), in_range(&rng, 0, 30), in_range(&rng, 0, 30)};
+        float lo[3] = {c[0] - 2, c[1] - 2, c[2] - 2}, hi[3] = {c[0] + 2, c[1] + 2, c[2] + 2};
+        float d[3] = {1, 0.5f, -0.25f};
+        size_t n = 0;
+        r->errors += broadphase_query_box(r->w, lo, hi, ids, 2048, &n) != BROADPHASE_OK;
+        r->sum += n * 7 + (n ? ids[0] : 0);
+        r->errors += broadphase_query_sphere(r->w, c, 3.0f, ids, 2048, &n) != BROADPHASE_OK;
+        r->sum += n * 5;
+        r->errors += broadphase_raycast(r->w, c, d, 10.0f, hits, 2048, &n) != BROADPHASE_OK;
+        r->sum += n * 3 + (n ? hits[0].id : 0);
+        r->errors += broadphase_nearest(r->w, c, 8, ids, d2, &n) != BROADPHASE_OK;
+        r->sum += n ? ids[0] + ids[n - 1] : 0;
+    }
+    return NULL;
+}
+
+/* Four threads query one world at once, right after changes that the first query must catch
+ * up with: under ThreadSanitizer this checks the lazy catch-up and the walks for races; the
+ * results must equal a single thread's. */
+TEST(concurrent_queries) {
+    scene sc;
+    REQUIRE(scene_make(&sc, SCENE_SHAPES, 2000, 31));
+    uint32_t *ids = malloc(2000 * sizeof *ids);
+    for (size_t mi = 0; mi < 3; mi++) {
+        broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+        step_ok(w);
+        for (int round = 0; round < 3; round++) {
+            TEST_CONTEXT("method %zu round %d", mi, round);
+            scene_advance(&sc); /* moves every object: the structures are all stale */
+            CHECK_EQ_INT(scene_move_in_world(&sc, w, ids), BROADPHASE_OK);
+            if (round == 2) step_ok(w);
+            reader solo = {w, 100, 0, 0};
+            reader many[4];
+            pthread_t th[4];
+            for (int i = 0; i < 4; i++) {
+                many[i] = (reader){w, 100, 0, 0};
+                CHECK(pthread_create(&th[i], NULL, read_world, &many[i]) == 0);
+            }
+            for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+            read_world(&solo);
+            CHECK(solo.sum > 0);
+            for (int i = 0; i < 4; i++) {
+                CHECK_EQ_INT(many[i].errors, 0);
+                CHECK_EQ_INT(many[i].sum, solo.sum);
+            }
+        }
+        broadphase_destroy(w);
+    }
+    free(ids);
+    scene_free(&sc);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------ */
+
+TEST(bad_input_gets_its_status) {
+    broadphase_world *w = make_world(3, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2);
+    REQUIRE(w);
+    scene sc;
+    REQUIRE(scene_make(&sc, SCENE_UNIFORM, 500, 2));
+    uint32_t ids[500];
+    CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+    step_ok(w);
+    float z[3] = {0, 0, 0}, one[3] = {1, 1, 1}, big[3] = {1e9f, 1e9f, 1e9f};
+    float nan3[3] = {0, NAN, 0}, inf3[3] = {INFINITY, 0, 0}, neg[3] = {-1e9f, -1e9f, -1e9f};
+    uint32_t out[8];
+    size_t n = 99;
+    broadphase_ray_hit hit[8];
+    bool found;
+    CHECK_EQ_INT(broadphase_query_box(NULL, z, one, out, 8, &n), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_box(w, NULL, one, out, 8, &n), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_box(w, z, one, NULL, 8, &n), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_box(w, z, one, out, 8, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_box(w, nan3, one, out, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_query_box(w, z, inf3, out, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_query_box(w, one, z, out, 8, &n), BROADPHASE_ERROR_INVERTED_BOX);
+    CHECK_EQ_INT(broadphase_query_box_candidates(w, one, z, out, 8, &n),
+                 BROADPHASE_ERROR_INVERTED_BOX);
+    CHECK_EQ_INT(broadphase_query_point(w, nan3, out, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_query_sphere(w, z, -1.0f, out, 8, &n),
+                 BROADPHASE_ERROR_NEGATIVE_RADIUS);
+    CHECK_EQ_INT(broadphase_query_sphere(w, z, NAN, out, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_query_sphere(w, NULL, 1.0f, out, 8, &n),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_raycast(w, z, z, 1.0f, hit, 8, &n), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_raycast(w, z, one, -1.0f, hit, 8, &n),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_raycast(w, z, one, NAN, hit, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_raycast(w, nan3, one, 1.0f, hit, 8, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_raycast_closest(w, z, z, 1.0f, hit, &found),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_raycast_closest(w, z, one, 1.0f, NULL, &found),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    float degenerate[2][4] = {{1, 0, 0, 5}, {0, 0, 0, 1}};
+    CHECK_EQ_INT(broadphase_query_planes(w, (const float(*)[4])degenerate, 2, out, 8, &n),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_planes(w, NULL, 1, out, 8, &n),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    float nanplane[1][4] = {{1, 0, 0, NAN}};
+    CHECK_EQ_INT(broadphase_query_planes(w, (const float(*)[4])nanplane, 1, out, 8, &n),
+                 BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_nearest(w, nan3, 3, out, NULL, &n), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_nearest(w, z, 3, NULL, NULL, &n), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    /* zero planes: everything; k larger than the world: all of it */
+    CHECK_EQ_INT(broadphase_query_planes(w, NULL, 0, NULL, 0, &n),
+                 BROADPHASE_ERROR_BUFFER_TOO_SMALL);
+    CHECK_EQ_INT(n, 500);
+    uint32_t all[600];
+    float d2[600];
+    CHECK_EQ_INT(broadphase_nearest(w, z, 600, all, d2, &n), BROADPHASE_OK);
+    CHECK_EQ_INT(n, 500);
+    for (size_t i = 1; i < n; i++) CHECK(d2[i - 1] <= d2[i]);
+    /* the buffer-too-small protocol: the count, and the buffer untouched */
+    for (int i = 0; i < 8; i++) out[i] = 12345;
+    CHECK_EQ_INT(broadphase_query_box(w, neg, big, out, 8, &n), BROADPHASE_ERROR_BUFFER_TOO_SMALL);
+    CHECK_EQ_INT(n, 500);
+    for (int i = 0; i < 8; i++) CHECK_EQ_INT(out[i], 12345);
+    CHECK_EQ_INT(broadphase_query_box(w, neg, big, all, 600, &n), BROADPHASE_OK);
+    for (size_t i = 0; i < 500; i++) CHECK_EQ_INT(all[i], ids[i]);
+    /* batches name the first bad query and write nothing */
+    float lo[4] = {0, 0, 0, 0}, hi[4] = {1, 1, 1, 1}, r[4] = {1, 1, -1, 1};
+    hi[2] = NAN;
+    broadphase_boxes bx = {lo, lo, lo, hi, hi, hi};
+    size_t off[5];
+    broadphase_id_rows rows = {off, out, 8, 0, 0};
+    CHECK_EQ_INT(broadphase_query_boxes(w, 4, &bx, &rows), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(rows.bad_index, 2);
+    broadphase_spheres sp = {lo, lo, lo, r};
+    CHECK_EQ_INT(broadphase_query_spheres(w, 4, &sp, &rows), BROADPHASE_ERROR_NEGATIVE_RADIUS);
+    CHECK_EQ_INT(rows.bad_index, 2);
+    broadphase_boxes missing = {lo, lo, NULL, hi, hi, hi};
+    CHECK_EQ_INT(broadphase_query_boxes(w, 4, &missing, &rows), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    rows.offsets = NULL;
+    CHECK_EQ_INT(broadphase_query_spheres(w, 4, &sp, &rows), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    float dz[4] = {0, 0, 0, 0}, t1[4] = {1, 1, 1, 1};
+    float dx[4] = {1, 1, 0, 1};
+    broadphase_rays rays = {lo, lo, lo, dx, dz, dz, t1};
+    size_t bad = 0;
+    broadphase_ray_hit ch[4];
+    CHECK_EQ_INT(broadphase_raycasts_closest(w, 4, &rays, ch, &bad),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(bad, 2);
+    broadphase_points pts = {lo, hi, lo};
+    size_t counts[4];
+    CHECK_EQ_INT(broadphase_nearest_many(w, 4, &pts, 2, out, NULL, counts, &bad),
+                 BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(bad, 2);
+    broadphase_destroy(w);
+    scene_free(&sc);
+}
+
+/* The exact predicates on hand-computed cases. */
+TEST(predicates_by_hand) {
+    float lo[3] = {1, 1, 1}, hi[3] = {2, 2, 2}, o[3] = {0, 1.5f, 1.5f}, d[3] = {1, 0, 0};
+    qm_ray r;
+    double t = -1;
+    qm_ray_init(&r, o, d, 10.0, 3);
+    CHECK(qm_ray_box(&r, lo, hi, 3, 10.0, &t) && t == 1.0);
+    CHECK(!qm_ray_box(&r, lo, hi, 3, 0.5, &t));            /* too short */
+    CHECK(qm_ray_box(&r, lo, hi, 3, 1.0, &t) && t == 1.0); /* exactly reaching: closed */
+    float o2[3] = {0, 2.5f, 1.5f};
+    qm_ray_init(&r, o2, d, 10.0, 3);
+    CHECK(!qm_ray_box(&r, lo, hi, 3, 10.0, &t)); /* parallel, outside */
+    float o3[3] = {1.5f, 1.5f, 1.5f}, back[3] = {-1, 0, 0};
+    qm_ray_init(&r, o3, back, 10.0, 3);
+    CHECK(qm_ray_box(&r, lo, hi, 3, 10.0, &t) && t == 0.0); /* from inside */
+    float c[3] = {5, 0, 0}, zero[3] = {0, 0, 0};
+    qm_ray_init(&r, zero, d, 100.0, 3);
+    CHECK(qm_ray_sphere(&r, c, 1.0f, 3, 100.0, &t) && t == 4.0);
+    float away[3] = {-1, 0, 0};
+    qm_ray_init(&r, zero, away, 100.0, 3);
+    CHECK(!qm_ray_sphere(&r, c, 1.0f, 3, 100.0, &t));
+    float p[3] = {4, 1.5f, 1.5f};
+    CHECK(qm_box_dist2(p, lo, hi, 3) == 4.0);
+    CHECK(qm_box_far2(p, lo, hi, 3) == 9.0 + 0.25 + 0.25);
+    CHECK(qm_sphere_dist2(p, c, 1.0f, 3) ==
+          (sqrt(1 + 2.25 + 2.25) - 1) * (sqrt(1 + 2.25 + 2.25) - 1));
+    float pl[1][4] = {{1, 0, 0, -2}};                          /* x >= 2 */
+    CHECK(qm_planes_box((const float(*)[4])pl, 1, lo, hi, 3)); /* touches at x = 2 */
+    CHECK(!qm_planes_box_inside((const float(*)[4])pl, 1, lo, hi, 3));
+    float cs[3] = {1, 0, 0};
+    CHECK(qm_planes_sphere((const float(*)[4])pl, 1, cs, 1.0f, 3)); /* touches */
+    CHECK(!qm_planes_sphere((const float(*)[4])pl, 1, cs, 0.99f, 3));
+}
+
+TEST_MAIN(TEST_ENTRY(queries_equal_reference), TEST_ENTRY(queries_see_rest_and_statics),
+          TEST_ENTRY(candidates_are_pruned), TEST_ENTRY(batches_equal_single_queries),
+          TEST_ENTRY(concurrent_queries), TEST_ENTRY(bad_input_gets_its_status),
+          TEST_ENTRY(predicates_by_hand))
