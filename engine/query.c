@@ -864,11 +864,13 @@ static void batch_rows_chunk(size_t c, int worker, void *p) {
             k->failed = true;
             return;
         }
-        void *row = (char *)k->buf.data + o.base * k->buf.elem;
-        if (b->kind == BATCH_RAYS)
-            qsort(row, o.count, sizeof(broadphase_ray_hit), compare_hits);
-        else
-            sort_ids(row, o.count);
+        if (o.count > 0) {
+            void *row = (char *)k->buf.data + o.base * k->buf.elem;
+            if (b->kind == BATCH_RAYS)
+                qsort(row, o.count, sizeof(broadphase_ray_hit), compare_hits);
+            else
+                sort_ids(row, o.count);
+        }
         k->used += o.count;
         b->offsets[i] = o.count;
     }
@@ -928,7 +930,9 @@ static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_
     bool rows = b->kind == BATCH_BOXES || b->kind == BATCH_SPHERES || b->kind == BATCH_RAYS;
     broadphase_status s = BROADPHASE_OK;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    b->workers = calloc((size_t)workers, sizeof *b->workers);
+    /* one cache line each at least (sizeof is a multiple of the 64-byte alignment) */
+    b->workers = aligned_alloc(64, (size_t)workers * sizeof *b->workers);
+    if (b->workers) memset(b->workers, 0, (size_t)workers * sizeof *b->workers);
     if (rows) {
         b->chunk_start = malloc((chunks + 1) * sizeof(size_t));
         b->chunk_worker = malloc((chunks + 1) * sizeof(int));

@@ -8,6 +8,7 @@
 #include "peers.h"
 #include "scenes.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,23 @@ typedef enum bench_variant {
 } bench_variant;
 static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only", "_no_rest"};
 
+/* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
+ * scene that was stepped once, one query at a time (single) or in one batched call. */
+typedef enum bench_query {
+    QUERY_NONE, /* a step case */
+    QUERY_BOX,     /* boxes of side 3.6: about 10 hits each */
+    QUERY_SPHERE,  /* balls of radius 2 */
+    QUERY_RAY,     /* all hits of segments of length L/10 */
+    QUERY_CLOSEST, /* the first hit of the same segments */
+    QUERY_NEAREST, /* the 16 nearest objects */
+    QUERY_KINDS
+} bench_query;
+static const char *const query_names[] = {"", "box", "sphere", "ray", "closest", "nearest16"};
+#define QUERY_BATCH 10000
+#define QUERY_K 16
+#define QUERY_HALF 1.8f
+#define QUERY_RADIUS 2.0f
+
 typedef struct bench_case {
     scene_kind scene;
     bench_engine engine;
@@ -40,6 +58,8 @@ typedef struct bench_case {
     size_t count;
     int threads;
     bench_variant variant;
+    bench_query query;
+    bool batched;
     char name[96];
 } bench_case;
 
@@ -53,6 +73,12 @@ typedef struct bench_run {
     size_t frames, last_pairs;
     double update_ms, search_ms, output_ms;
     uint64_t rebuilds_at_reset, rebuilds;
+    /* Query cases: the queries (columns) and room for their results. */
+    float *qcol[14]; /* centre x y z, ray direction x y z, box min x y z, max x y z, radius, max_t */
+    uint32_t *qids;
+    float *qd2;
+    size_t *qoffsets, *qcounts, qcapacity;
+    broadphase_ray_hit *qhits;
 } bench_run;
 
 static bench_case *bench_cases;
@@ -83,7 +109,7 @@ static void add_variant_case(scene_kind kind, bench_variant variant, bench_engin
         bench_cases_capacity = capacity;
     }
     bench_case *c = &bench_cases[bench_cases_count++];
-    *c = (bench_case){kind, engine, which, update, count, threads, variant, ""};
+    *c = (bench_case){kind, engine, which, update, count, threads, variant, QUERY_NONE, false, ""};
     if (engine == BENCH_KDTREE || engine == BENCH_OCTREE) {
         snprintf(c->name, sizeof c->name, "step/%s%s/%s/%s/n:%zu/threads:%d", scene_name(kind),
                  variant_suffix[variant], engine_name(c), update_names[update], count, threads);
@@ -112,6 +138,29 @@ static void add_still_world_cases(const int *threads, int thread_count) {
             for (int v = 0; v < 2; v++)
                 add_variant_case(SCENE_SLEEPING, v ? VARIANT_NO_REST : VARIANT_PLAIN, trees[m],
                                  PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, 1000000, ends[t]);
+        }
+    }
+}
+
+/* Query throughput at N = 1e5 and 1e6 on the uniform scene: every query kind, both trees (and
+ * brute force at 1e5), one at a time on one thread and batched on 1 thread and all of them. */
+static void add_query_cases(size_t count, const int *threads, int thread_count) {
+    static const bench_engine engines[] = {BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE};
+    int ends[2] = {threads[0], threads[thread_count - 1]};
+    for (int q = QUERY_BOX; q < QUERY_KINDS; q++) {
+        for (size_t e = 0; e < 3; e++) {
+            if (engines[e] == BENCH_BRUTE && count > 100000) continue;
+            for (int mode = 0; mode < 3; mode++) {
+                if (mode == 2 && ends[0] == ends[1]) continue;
+                add_variant_case(SCENE_UNIFORM, VARIANT_PLAIN, engines[e], PEER_ENGINE_COUNT,
+                                 BROADPHASE_UPDATE_AUTO, count, mode == 2 ? ends[1] : 1);
+                bench_case *c = &bench_cases[bench_cases_count - 1];
+                c->query = (bench_query)q;
+                c->batched = mode > 0;
+                snprintf(c->name, sizeof c->name, "query/%s/%s/n:%zu/%s/threads:%d",
+                         query_names[q], engine_name(c), count, c->batched ? "batched" : "single",
+                         c->threads);
+            }
         }
     }
 }
@@ -222,6 +271,7 @@ static void build_cases(void) {
             }
         }
         if (counts[n] == 1000000) add_still_world_cases(threads, thread_count);
+        if (counts[n] >= 100000) add_query_cases(counts[n], threads, thread_count);
     }
 }
 
@@ -236,6 +286,11 @@ const char *bench_case_name(size_t i) {
 
 size_t bench_case_objects(size_t i) {
     return i < bench_case_count() ? bench_cases[i].count : 0;
+}
+
+size_t bench_case_items(size_t i) {
+    if (i >= bench_case_count()) return 0;
+    return bench_cases[i].query != QUERY_NONE ? QUERY_BATCH : bench_cases[i].count;
 }
 
 int bench_case_threads(size_t i) {
@@ -371,6 +426,96 @@ static bool setup_peer(bench_run *r, char *error, size_t error_size) {
     return check_peer(r, error, error_size);
 }
 
+/* The queries of a query case, from their own seed: centres uniform in the scene's cube, ray
+ * directions uniform in a cube scaled to length about L/10 (max_t 1). */
+static bool setup_queries(bench_run *r) {
+    for (int j = 0; j < 14; j++)
+        if (!(r->qcol[j] = malloc(QUERY_BATCH * sizeof(float)))) return false;
+    uint64_t rng = 99;
+    float L = r->s.world_size;
+    for (size_t i = 0; i < QUERY_BATCH; i++) {
+        float d[3], len = 0.0f;
+        for (int k = 0; k < 3; k++) {
+            r->qcol[k][i] = L * scene_uniform(&rng);
+            d[k] = 2.0f * scene_uniform(&rng) - 1.0f;
+            len += d[k] * d[k];
+        }
+        len = len > 1e-6f ? sqrtf(len) : 1.0f;
+        for (int k = 0; k < 3; k++) {
+            r->qcol[3 + k][i] = d[k] / len * (L / 10.0f);
+            r->qcol[6 + k][i] = r->qcol[k][i] - QUERY_HALF;
+            r->qcol[9 + k][i] = r->qcol[k][i] + QUERY_HALF;
+        }
+        r->qcol[12][i] = QUERY_RADIUS;
+        r->qcol[13][i] = 1.0f;
+    }
+    r->qcapacity = (size_t)QUERY_BATCH * 64;
+    r->qids = malloc(r->qcapacity * sizeof *r->qids);
+    r->qd2 = malloc((size_t)QUERY_BATCH * QUERY_K * sizeof *r->qd2);
+    r->qhits = malloc(r->qcapacity * sizeof *r->qhits);
+    r->qoffsets = malloc((QUERY_BATCH + 1) * sizeof *r->qoffsets);
+    r->qcounts = malloc(QUERY_BATCH * sizeof *r->qcounts);
+    return r->qids && r->qd2 && r->qhits && r->qoffsets && r->qcounts;
+}
+
+/* One frame of a query case: every query once; last_pairs gets the results found. */
+static int query_frame(bench_run *r) {
+    const float *const *col = (const float *const *)r->qcol;
+    size_t results = 0;
+    broadphase_status st = BROADPHASE_OK;
+    bench_query kind = r->c->query;
+    if (!r->c->batched) {
+        for (size_t i = 0; i < QUERY_BATCH && st == BROADPHASE_OK; i++) {
+            float c[3] = {col[0][i], col[1][i], col[2][i]};
+            float d[3] = {col[3][i], col[4][i], col[5][i]};
+            float lo[3] = {col[6][i], col[7][i], col[8][i]};
+            float hi[3] = {col[9][i], col[10][i], col[11][i]};
+            size_t n = 0;
+            bool found = false;
+            if (kind == QUERY_BOX)
+                st = broadphase_query_box(r->w, lo, hi, r->qids, r->qcapacity, &n);
+            else if (kind == QUERY_SPHERE)
+                st = broadphase_query_sphere(r->w, c, QUERY_RADIUS, r->qids, r->qcapacity, &n);
+            else if (kind == QUERY_RAY)
+                st = broadphase_raycast(r->w, c, d, 1.0f, r->qhits, r->qcapacity, &n);
+            else if (kind == QUERY_CLOSEST)
+                st = broadphase_raycast_closest(r->w, c, d, 1.0f, r->qhits, &found);
+            else
+                st = broadphase_nearest(r->w, c, QUERY_K, r->qids, r->qd2, &n);
+            results += kind == QUERY_CLOSEST ? found : n;
+        }
+    } else if (kind == QUERY_BOX || kind == QUERY_SPHERE) {
+        broadphase_id_rows rows = {r->qoffsets, r->qids, r->qcapacity, 0, 0};
+        if (kind == QUERY_BOX) {
+            broadphase_boxes b = {col[6], col[7], col[8], col[9], col[10], col[11]};
+            st = broadphase_query_boxes(r->w, QUERY_BATCH, &b, &rows);
+        } else {
+            broadphase_spheres s = {col[0], col[1], col[2], col[12]};
+            st = broadphase_query_spheres(r->w, QUERY_BATCH, &s, &rows);
+        }
+        results = rows.total;
+    } else if (kind == QUERY_RAY || kind == QUERY_CLOSEST) {
+        broadphase_rays rays = {col[0], col[1], col[2], col[3], col[4], col[5], col[13]};
+        if (kind == QUERY_RAY) {
+            broadphase_hit_rows rows = {r->qoffsets, r->qhits, r->qcapacity, 0, 0};
+            st = broadphase_raycasts(r->w, QUERY_BATCH, &rays, &rows);
+            results = rows.total;
+        } else {
+            st = broadphase_raycasts_closest(r->w, QUERY_BATCH, &rays, r->qhits, NULL);
+            for (size_t i = 0; i < QUERY_BATCH; i++) results += r->qhits[i].id != BROADPHASE_NO_HIT;
+        }
+    } else {
+        broadphase_points p = {col[0], col[1], col[2]};
+        st = broadphase_nearest_many(r->w, QUERY_BATCH, &p, QUERY_K, r->qids, r->qd2, r->qcounts,
+                                     NULL);
+        for (size_t i = 0; i < QUERY_BATCH; i++) results += r->qcounts[i];
+    }
+    if (st != BROADPHASE_OK) return (int)st;
+    r->frames++;
+    r->last_pairs = results;
+    return (int)BROADPHASE_OK;
+}
+
 bench_run *bench_setup(size_t i, char *error, size_t error_size) {
     if (i >= bench_case_count()) {
         snprintf(error, error_size, "no benchmark case %zu", i);
@@ -390,6 +535,10 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
     }
     bool ok = r->c->engine == BENCH_PEER ? setup_peer(r, error, error_size)
                                          : setup_ours(r, error, error_size);
+    if (ok && r->c->query != QUERY_NONE) {
+        ok = setup_queries(r) && query_frame(r) == (int)BROADPHASE_OK; /* warm-up */
+        if (!ok) snprintf(error, error_size, "query set-up failed");
+    }
     if (!ok) {
         bench_teardown(r);
         return NULL;
@@ -399,7 +548,7 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
 }
 
 int bench_is_moving(const bench_run *r) {
-    return scene_is_moving(r->s.kind);
+    return r->c->query == QUERY_NONE && scene_is_moving(r->s.kind);
 }
 
 void bench_advance(bench_run *r) {
@@ -425,6 +574,7 @@ static int peer_bench_frame(bench_run *r) {
  * path still runs), then step. */
 int bench_frame(bench_run *r) {
     if (r->p) return peer_bench_frame(r);
+    if (r->c->query != QUERY_NONE) return query_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
     broadphase_pairs pairs = {0};
     if (st == BROADPHASE_OK) st = broadphase_step(r->w, &pairs);
@@ -443,7 +593,7 @@ int bench_frame(bench_run *r) {
 void bench_reset_totals(bench_run *r) {
     r->frames = 0;
     r->update_ms = r->search_ms = r->output_ms = 0.0;
-    if (r->p) return; /* no rebuild counter; last_pairs stays the last frame's */
+    if (r->p || r->c->query != QUERY_NONE) return; /* no rebuild counter; last_pairs stays the last frame's */
     broadphase_stats stats = {0};
     r->rebuilds_at_reset = broadphase_get_stats(r->w, &stats) == BROADPHASE_OK ? stats.rebuilds : 0;
     r->rebuilds = r->rebuilds_at_reset;
@@ -478,6 +628,12 @@ void bench_teardown(bench_run *r) {
     if (!r) return;
     broadphase_destroy(r->w);
     peer_destroy(r->p);
+    for (int j = 0; j < 14; j++) free(r->qcol[j]);
+    free(r->qids);
+    free(r->qd2);
+    free(r->qhits);
+    free(r->qoffsets);
+    free(r->qcounts);
     free(r->ids);
     scene_free(&r->s);
     free(r);

@@ -14,6 +14,8 @@ typedef struct bench_run bench_run;
 size_t bench_case_count(void);
 const char *bench_case_name(size_t i);
 size_t bench_case_objects(size_t i);
+/* Items a frame processes: objects for a step, queries for a query case. */
+size_t bench_case_items(size_t i);
 int bench_case_threads(size_t i);
 int bench_hardware_threads(void);
 bench_run *bench_setup(size_t i, char *error, size_t error_size);
