@@ -1356,6 +1356,12 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
     out->sub_end = n->sub_end;
     out->sweep = n->sweep;
     out->reach = n->reach;
+    memcpy(out->own_lo, out->lo, sizeof out->lo);
+    memcpy(out->own_hi, out->hi, sizeof out->hi);
+    if (n->sweep < 3) { /* its own objects span the slab along the split axis */
+        out->own_lo[n->axis] = n->slab_lo;
+        out->own_hi[n->axis] = n->slab_hi;
+    }
     out->children = 0;
     for (int j = 0; j < 2; j++)
         if (n->child[j] != NONE) out->child[out->children++] = n->child[j];

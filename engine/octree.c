@@ -1642,6 +1642,8 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
     out->own_end = n->end;
     out->sub_end = n->sub_end;
     out->sweep = 3;
+    memcpy(out->own_lo, n->own_lo, sizeof out->own_lo);
+    memcpy(out->own_hi, n->own_hi, sizeof out->own_hi);
     out->children = 0;
     for (int j = 0; j < t->nchild; j++) {
         uint32_t c = n->child[j];

@@ -299,20 +299,63 @@ static inline void box_at(const simd_boxes *b, uint32_t i, int dims, float lo[3]
     }
 }
 
+/* A box holding every point the query can still accept (a ray's segment, a ball around the
+ * nearest point with the worst distance kept so far), rounded outward; false when unbounded. */
+static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[3]) {
+    int dims = q->dims;
+    for (int k = dims; k < 3; k++) lo[k] = hi[k] = 0.0f;
+    if (q->kind == QUERY_BOX || q->kind == QUERY_SPHERE) {
+        memcpy(lo, q->lo, sizeof q->lo);
+        memcpy(hi, q->hi, sizeof q->hi);
+        return true;
+    }
+    if (q->kind == QUERY_RAY) {
+        double t = q->closest && o->bound < q->ray.max_t ? o->bound : q->ray.max_t;
+        if (!isfinite(t)) return false;
+        for (int k = 0; k < dims; k++) {
+            double a = q->ray.o[k], z = q->ray.o[k] + q->ray.d[k] * t;
+            double mn = a < z ? a : z, mx = a < z ? z : a;
+            lo[k] = world_next_down((float)mn);
+            hi[k] = world_next_up((float)mx);
+        }
+        return true;
+    }
+    if (q->kind == QUERY_NEAREST && isfinite(o->bound)) {
+        /* a distance kept rounds to at most the bound: below the next float up (which also
+         * covers squared distances that underflowed to 0) */
+        double r = sqrt((double)world_next_up((float)o->bound)) * (1.0 + 1e-6);
+        for (int k = 0; k < dims; k++) {
+            lo[k] = world_next_down((float)((double)q->p[k] - r));
+            hi[k] = world_next_up((float)((double)q->p[k] + r));
+        }
+        return true;
+    }
+    return false;
+}
+
 /* A node's own objects: the kernel (or the scalar test of the entry's box), the entry's
  * membership, then the object's exact test. */
 static void own_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
                         const query_node *n) {
     int dims = q->dims;
     const simd_boxes *b = &n->own;
+    double key;
+    if (classify(q, n->own_lo, n->own_hi, &key) == OUTSIDE || key > o->bound) return;
+    uint32_t begin = n->own_begin, end = n->own_end;
+    float rlo[3], rhi[3];
+    if (n->sweep < 3 && !q->candidates && reach_box(q, o, rlo, rhi)) {
+        /* only the run whose min can reach the box on the sweep axis */
+        const float *key_min = b->min[n->sweep];
+        float from = world_next_down(rlo[n->sweep] - n->reach);
+        begin = tree_bound(key_min, begin, end, from, false);
+        end = tree_bound(key_min, begin, end, rhi[n->sweep], true);
+    } else if (n->sweep < 3 && q->candidates) {
+        const float *key_min = b->min[n->sweep];
+        float from = world_next_down(q->lo[n->sweep] - n->reach);
+        begin = tree_bound(key_min, begin, end, from, false);
+        end = tree_bound(key_min, begin, end, q->hi[n->sweep], true);
+    }
     if (q->kind == QUERY_BOX || q->kind == QUERY_SPHERE) {
-        uint32_t begin = n->own_begin, end = n->own_end;
-        if (n->sweep < 3) { /* only the run whose min can reach the box on the sweep axis */
-            const float *key = b->min[n->sweep];
-            float from = world_next_down(q->lo[n->sweep] - n->reach);
-            begin = tree_bound(key, begin, end, from, false);
-            end = tree_bound(key, begin, end, q->hi[n->sweep], true);
-        }
         if (q->candidates) {
             for (uint32_t i = begin; i < end; i++)
                 if (member(w, m, n->own_id[i])) put_id(o, n->own_id[i]);
@@ -335,7 +378,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
         return;
     }
     float lo[3], hi[3];
-    for (uint32_t i = n->own_begin; i < n->own_end; i++) {
+    for (uint32_t i = begin; i < end; i++) {
         box_at(b, i, dims, lo, hi);
         uint32_t id = n->own_id[i];
         if (q->kind == QUERY_PLANES) {

@@ -35,6 +35,7 @@ typedef struct query_node {
     simd_boxes own;         /* the node's own objects: positions [own_begin, own_end) */
     const uint32_t *own_id; /* ids by position in `own` */
     uint32_t own_begin, own_end;
+    float own_lo[3], own_hi[3]; /* contain the own objects' boxes (the node's bounds will do) */
     /* When below 3: the own objects are sorted by min on this axis and none is longer than
      * `reach` on it, so a box query needs only those whose min is in [qmin - reach, qmax]. */
     int sweep;

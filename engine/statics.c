@@ -443,6 +443,8 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
             out->hi[k] = e[24 + 8 * k];
         }
     }
+    memcpy(out->own_lo, out->lo, sizeof out->lo);
+    memcpy(out->own_hi, out->hi, sizeof out->hi);
     out->sub_begin = (uint32_t)(i * span < n0 ? i * span : n0);
     out->sub_end = (uint32_t)((i + 1) * span < n0 ? (i + 1) * span : n0);
     if (l == 1) {
