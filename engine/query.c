@@ -404,6 +404,9 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     }
 }
 
+/* A walk entry for a node's own objects alone (no handle uses the top bit). */
+#define OWN_ONLY (UINT64_C(1) << 63)
+
 typedef struct walk_entry {
     uint64_t handle;
     double key;
@@ -419,7 +422,11 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
     while (top > 0 && !o->failed) {
         walk_entry e = stack[--top];
         if (ordered && e.key > o->bound) continue; /* the bound tightened since it was pushed */
-        v->node(v->structure, e.handle, &n);
+        v->node(v->structure, e.handle & ~OWN_ONLY, &n);
+        if (e.handle & OWN_ONLY) {
+            own_objects(w, q, o, v->member, &n);
+            continue;
+        }
         double key;
         int c = classify(q, n.lo, n.hi, &key);
         if (c == OUTSIDE || (ordered && key > o->bound)) continue;
@@ -428,14 +435,24 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
                 if (member(w, v->member, n.sub_id[i])) put_id(o, n.sub_id[i]);
             continue;
         }
-        if (n.own_end > n.own_begin) own_objects(w, q, o, v->member, &n);
-        if (top + n.children > STACK_MAX) { /* cannot happen with the structures' depths */
+        if (top + n.children + 1 > STACK_MAX) { /* cannot happen with the structures' depths */
             o->failed = true;
             return;
         }
         if (!ordered) {
+            if (n.own_end > n.own_begin) own_objects(w, q, o, v->member, &n);
             for (int j = n.children - 1; j >= 0; j--) stack[top++] = (walk_entry){n.child[j], 0.0};
             continue;
+        }
+        /* Ordered: the own objects after the children (below them on the stack), so that the
+         * nearer subtrees tighten the bound first; a kd-tree's upper nodes hold many. */
+        double own_key;
+        if (n.own_end > n.own_begin &&
+            classify(q, n.own_lo, n.own_hi, &own_key) != OUTSIDE && own_key <= o->bound) {
+            if (n.children == 0)
+                own_objects(w, q, o, v->member, &n);
+            else
+                stack[top++] = (walk_entry){e.handle | OWN_ONLY, own_key};
         }
         /* Nearer child first: push the farthest first. */
         walk_entry kids[8];
