@@ -337,8 +337,8 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
  * vectorises, and the exact double test only for those that may beat the bound. The float figure
  * is within a few ulps of the exact one (its relative error is below 1e-6), so a margin of 1e-5
  * never drops an object the exact test keeps; an overflowed figure is always tested. */
-static void nearest_objects(const broadphase_world *w, const query *q, query_out *o,
-                            query_member m, const query_node *n, uint32_t begin, uint32_t end) {
+static void nearest_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
+                            const query_node *n, uint32_t begin, uint32_t end) {
     int dims = q->dims;
     const simd_boxes *b = &n->own;
     float d2f[PIECE];
@@ -488,8 +488,8 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
         /* Ordered: the own objects after the children (below them on the stack), so that the
          * nearer subtrees tighten the bound first; a kd-tree's upper nodes hold many. */
         double own_key;
-        if (n.own_end > n.own_begin &&
-            classify(q, n.own_lo, n.own_hi, &own_key) != OUTSIDE && own_key <= o->bound) {
+        if (n.own_end > n.own_begin && classify(q, n.own_lo, n.own_hi, &own_key) != OUTSIDE &&
+            own_key <= o->bound) {
             if (n.children == 0)
                 own_objects(w, q, o, v->member, &n);
             else

@@ -36,7 +36,7 @@ static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only",
 /* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
  * scene that was stepped once, one query at a time (single) or in one batched call. */
 typedef enum bench_query {
-    QUERY_NONE, /* a step case */
+    QUERY_NONE,    /* a step case */
     QUERY_BOX,     /* boxes of side 3.6: about 10 hits each */
     QUERY_SPHERE,  /* balls of radius 2 */
     QUERY_RAY,     /* all hits of segments of length L/10 */
@@ -74,7 +74,8 @@ typedef struct bench_run {
     double update_ms, search_ms, output_ms;
     uint64_t rebuilds_at_reset, rebuilds;
     /* Query cases: the queries (columns) and room for their results. */
-    float *qcol[14]; /* centre x y z, ray direction x y z, box min x y z, max x y z, radius, max_t */
+    float
+        *qcol[14]; /* centre x y z, ray direction x y z, box min x y z, max x y z, radius, max_t */
     uint32_t *qids;
     float *qd2;
     size_t *qoffsets, *qcounts, qcapacity;
@@ -157,9 +158,8 @@ static void add_query_cases(size_t count, const int *threads, int thread_count) 
                 bench_case *c = &bench_cases[bench_cases_count - 1];
                 c->query = (bench_query)q;
                 c->batched = mode > 0;
-                snprintf(c->name, sizeof c->name, "query/%s/%s/n:%zu/%s/threads:%d",
-                         query_names[q], engine_name(c), count, c->batched ? "batched" : "single",
-                         c->threads);
+                snprintf(c->name, sizeof c->name, "query/%s/%s/n:%zu/%s/threads:%d", query_names[q],
+                         engine_name(c), count, c->batched ? "batched" : "single", c->threads);
             }
         }
     }
@@ -593,7 +593,8 @@ int bench_frame(bench_run *r) {
 void bench_reset_totals(bench_run *r) {
     r->frames = 0;
     r->update_ms = r->search_ms = r->output_ms = 0.0;
-    if (r->p || r->c->query != QUERY_NONE) return; /* no rebuild counter; last_pairs stays the last frame's */
+    if (r->p || r->c->query != QUERY_NONE)
+        return; /* no rebuild counter; last_pairs stays the last frame's */
     broadphase_stats stats = {0};
     r->rebuilds_at_reset = broadphase_get_stats(r->w, &stats) == BROADPHASE_OK ? stats.rebuilds : 0;
     r->rebuilds = r->rebuilds_at_reset;

@@ -554,6 +554,65 @@ def still_markdown(res, args, base_dir):
     return "\n".join(out + still_table(res)) + "\n"
 
 
+QUERY_KINDS = ("box", "sphere", "ray", "closest", "nearest16")
+QUERY_LABELS = {"box": "box (about 10 hits)", "sphere": "ball r = 2", "ray": "ray L/10, all hits",
+                "closest": "ray L/10, closest", "nearest16": "16 nearest"}
+
+
+def queries_markdown(paths, base_dir):
+    """Spatial queries (issue 6): queries per second from query/<kind>/<engine>/n:<N>/<mode>/
+    threads:<T> medians, single and batched, and the speed-up over brute force where it ran."""
+    rec, contexts = {}, []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        contexts.append((path, data.get("context", {})))
+        for b in data.get("benchmarks", []):
+            name = b.get("run_name", b.get("name", ""))
+            if not name.startswith("query/") or b.get("error_occurred"):
+                continue
+            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            parts = name.split("/")
+            kind, engine = parts[1], parts[2]
+            n = int(parts[3].split(":")[1])
+            mode, threads = parts[4], int(parts[5].split(":")[1])
+            rec[(kind, engine, n, mode, threads)] = float(b["items_per_second"])
+    most = max((k[4] for k in rec), default=1)
+
+    class Ctx:
+        pass
+    res = Ctx()
+    res.contexts = contexts
+    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out = machine_lines(res, base_dir)
+    out += ["", "Queries per second (thousands; higher is better), medians, on `uniform` (boxes "
+                "of half-extent 0.5-1, density 0.075 per unit volume). Each frame is 10,000 "
+                "queries at uniform random places: `single` calls the single query 10,000 times "
+                "on one thread; `batched` makes one batched call on the world's worker threads. "
+                f"`x brute` is the batched figure at {most} threads over brute force's. "
+                f"Made by `{command}`.", ""]
+    rows = []
+    for n in sorted({k[2] for k in rec}):
+        for kind in QUERY_KINDS:
+            brute = rec.get((kind, "brute", n, "batched", most))
+            for engine in ("kdtree", "octree", "brute"):
+                single = rec.get((kind, engine, n, "single", 1))
+                b1 = rec.get((kind, engine, n, "batched", 1))
+                bm = rec.get((kind, engine, n, "batched", most))
+                if single is None and b1 is None and bm is None:
+                    continue
+
+                def k(v):
+                    return f"{v / 1000:,.0f}" if v else "-"
+                rows.append([f"{n:,}", QUERY_LABELS.get(kind, kind), engine, k(single), k(b1),
+                             k(bm), fmt_x(bm / brute) if bm and brute and engine != "brute"
+                             else "-"])
+    out += table(["N", "query", "method", "single 1T", "batched 1T", f"batched {most}T",
+                  "x brute"], ["---:", "---", "---", "---:", "---:", "---:", "---:"], rows)
+    return "\n".join(out) + "\n"
+
+
 def read_readme(path, section=""):
     """-> (text, begin, end): the file and where its markers are; exits 2 without them."""
     first, last = markers(section)
@@ -889,7 +948,23 @@ def main():
     ap.add_argument("--section", default="", metavar="NAME",
                     help="with --readme: the block between <!-- perf:NAME:begin --> and "
                          "<!-- perf:NAME:end --> instead (a second machine's figures, say)")
+    ap.add_argument("--queries", action="store_true",
+                    help="only the table of spatial query throughput (query/... cases)")
     args = ap.parse_args()
+
+    if args.queries:
+        if args.readme:
+            read_readme(args.readme, args.section)
+        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
+        text = queries_markdown(args.files, base)
+        if args.readme:
+            replace_readme(args.readme, text, args.section)
+        elif args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+        return
 
     if args.readme:
         read_readme(args.readme, args.section)  # no markers: stop before writing anything

@@ -8,10 +8,14 @@
 # count). With --still: the worlds that mostly stand still (static_world with its statics
 # flagged, with every object in the tree and with its movers alone; sleeping) and moving at
 # N = 1e6 for comparison, both trees, update auto, 1 thread and all of them (about a minute).
+# With --queries: query throughput (box, ball, ray, closest ray, 16 nearest) on uniform at
+# N = 1e5 and 1e6, both trees (and brute force at 1e5), single queries and batches at 1 thread
+# and all of them (about three minutes).
 #
-# Usage: perf/run_standard.sh [--threads-sweep | --still] [--bench PATH] [OUT.json] [-- OPTIONS...]
+# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries] [--bench PATH] [OUT.json]
+#                             [-- OPTIONS...]
 #   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
-#              bench-still.json with --still)
+#              bench-still.json with --still, bench-queries.json with --queries)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -29,6 +33,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --threads-sweep) mode=sweep ;;
     --still) mode=still ;;
+    --queries) mode=queries ;;
     --bench)
         bench=$2
         shift
@@ -68,6 +73,9 @@ if [ "$mode" = standard ]; then
 elif [ "$mode" = still ]; then
     out=${out:-perf/results/bench-still.json}
     filter="^step/((static_world|sleeping)[a-z_]*/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
+elif [ "$mode" = queries ]; then
+    out=${out:-perf/results/bench-queries.json}
+    filter="^query/[a-z0-9]+/(kdtree|octree|brute)/n:(100000|1000000)/"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'

@@ -348,8 +348,8 @@ static void scratch_free(scratch *s) {
 
 static long checked_results;
 static size_t rested_seen;
-    /* objects at rest when the queries ran */ /* results compared, so that a test cannot pass on
-                                                  empty answers */
+/* objects at rest when the queries ran */ /* results compared, so that a test cannot pass on
+                                              empty answers */
 
 /* `per_type` queries of every type against the reference; the box queries' candidates too. */
 static void check_queries(const broadphase_world *w, const mirror *m, int per_type, uint64_t seed,
