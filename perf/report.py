@@ -604,7 +604,8 @@ def queries_markdown(paths, base_dir):
                     continue
 
                 def k(v):
-                    return f"{v / 1000:,.0f}" if v else "-"
+                    return "-" if not v else f"{v / 1000:,.0f}" if v >= 10000 else \
+                        f"{v / 1000:.2g}"
                 rows.append([f"{n:,}", QUERY_LABELS.get(kind, kind), engine, k(single), k(b1),
                              k(bm), fmt_x(bm / brute) if bm and brute and engine != "brute"
                              else "-"])
