@@ -1071,25 +1071,28 @@ static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_
     return s;
 }
 
+/* A batch with results in rows (ids or ray hits): the checks, then the run. */
+static broadphase_status rows_batch(const broadphase_world *w, batch_kind kind, size_t count,
+                                    const void *input, size_t *offsets, void *dst, size_t elem,
+                                    size_t capacity, size_t *total, size_t *bad_index) {
+    *bad_index = SIZE_MAX;
+    *total = 0;
+    if (!offsets || (!dst && capacity > 0) || (count > 0 && !input) ||
+        (count > 0 && !batch_input_ok(w, kind, input)))
+        return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    batch b = {
+        .w = w, .kind = kind, .input = input, .count = count, .offsets = offsets, .dst = dst};
+    broadphase_status s = batch_check(&b, bad_index);
+    return s == BROADPHASE_OK ? batch_run(&b, elem, capacity, total) : s;
+}
+
 static broadphase_status id_rows(const broadphase_world *w, batch_kind kind, size_t count,
                                  const void *input, broadphase_id_rows *rows) {
     broadphase_status s = check_world(w);
     if (s != BROADPHASE_OK) return s;
     if (!rows) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    rows->bad_index = SIZE_MAX;
-    rows->total = 0;
-    if (!rows->offsets || (!rows->ids && rows->capacity > 0) || (count > 0 && !input) ||
-        (count > 0 && !batch_input_ok(w, kind, input)))
-        return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    batch b = {.w = w,
-               .kind = kind,
-               .input = input,
-               .count = count,
-               .offsets = rows->offsets,
-               .dst = rows->ids};
-    s = batch_check(&b, &rows->bad_index);
-    if (s != BROADPHASE_OK) return s;
-    return batch_run(&b, sizeof(uint32_t), rows->capacity, &rows->total);
+    return rows_batch(w, kind, count, input, rows->offsets, rows->ids, sizeof(uint32_t),
+                      rows->capacity, &rows->total, &rows->bad_index);
 }
 
 broadphase_status broadphase_query_boxes(const broadphase_world *w, size_t count,
@@ -1108,20 +1111,8 @@ broadphase_status broadphase_raycasts(const broadphase_world *w, size_t count,
     broadphase_status s = check_world(w);
     if (s != BROADPHASE_OK) return s;
     if (!rows) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    rows->bad_index = SIZE_MAX;
-    rows->total = 0;
-    if (!rows->offsets || (!rows->hits && rows->capacity > 0) || (count > 0 && !rays) ||
-        (count > 0 && !batch_input_ok(w, BATCH_RAYS, rays)))
-        return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    batch b = {.w = w,
-               .kind = BATCH_RAYS,
-               .input = rays,
-               .count = count,
-               .offsets = rows->offsets,
-               .dst = rows->hits};
-    s = batch_check(&b, &rows->bad_index);
-    if (s != BROADPHASE_OK) return s;
-    return batch_run(&b, sizeof(broadphase_ray_hit), rows->capacity, &rows->total);
+    return rows_batch(w, BATCH_RAYS, count, rays, rows->offsets, rows->hits,
+                      sizeof(broadphase_ray_hit), rows->capacity, &rows->total, &rows->bad_index);
 }
 
 broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t count,

@@ -953,11 +953,8 @@ def main():
                     help="only the table of spatial query throughput (query/... cases)")
     args = ap.parse_args()
 
-    if args.queries:
-        if args.readme:
-            read_readme(args.readme, args.section)
-        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
-        text = queries_markdown(args.files, base)
+    def write_section(text):
+        """A one-table report (--still, --queries) into the README, a file or stdout."""
         if args.readme:
             replace_readme(args.readme, text, args.section)
         elif args.markdown:
@@ -965,6 +962,12 @@ def main():
                 f.write(text)
         else:
             sys.stdout.write(text)
+
+    if args.queries:
+        if args.readme:
+            read_readme(args.readme, args.section)
+        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
+        write_section(queries_markdown(args.files, base))
         return
 
     if args.readme:
@@ -979,14 +982,7 @@ def main():
 
     if args.still:
         base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
-        text = still_markdown(res, args, base)
-        if args.readme:
-            replace_readme(args.readme, text, args.section)
-        elif args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(text)
-        else:
-            sys.stdout.write(text)
+        write_section(still_markdown(res, args, base))
         return
     if args.readme:
         base = os.path.dirname(os.path.abspath(args.readme))
