@@ -59,8 +59,7 @@ void run_case(benchmark::State &state, size_t index) {
         }
     }
     size_t items = bench_case_items(index);
-    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) *
-                            static_cast<int64_t>(items));
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(items));
     state.counters["pairs"] = bench_last_pairs(run);
     state.counters["update_ms"] = bench_mean_update_ms(run);
     state.counters["search_ms"] = bench_mean_search_ms(run);
