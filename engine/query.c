@@ -380,17 +380,12 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     if (classify(q, n->own_lo, n->own_hi, &key) == OUTSIDE || key > o->bound) return;
     uint32_t begin = n->own_begin, end = n->own_end;
     float rlo[3], rhi[3];
-    if (n->sweep < 3 && !q->candidates && reach_box(q, o, rlo, rhi)) {
+    if (n->sweep < 3 && reach_box(q, o, rlo, rhi)) {
         /* only the run whose min can reach the box on the sweep axis */
         const float *key_min = b->min[n->sweep];
         float from = world_next_down(rlo[n->sweep] - n->reach);
         begin = tree_bound(key_min, begin, end, from, false);
         end = tree_bound(key_min, begin, end, rhi[n->sweep], true);
-    } else if (n->sweep < 3 && q->candidates) {
-        const float *key_min = b->min[n->sweep];
-        float from = world_next_down(q->lo[n->sweep] - n->reach);
-        begin = tree_bound(key_min, begin, end, from, false);
-        end = tree_bound(key_min, begin, end, q->hi[n->sweep], true);
     }
     if (q->kind == QUERY_BOX || q->kind == QUERY_SPHERE) {
         if (q->candidates) {
