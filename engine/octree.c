@@ -1651,9 +1651,20 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
     }
 }
 
+/* The cell itself, in world coordinates (rounded to nearest), without the looseness. */
+static void cell_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
+    const octree *t = p;
+    const oc_node *n = &t->nodes[handle];
+    double size = t->cell_size[n->level];
+    for (int k = 0; k < 3; k++) {
+        lo[k] = (float)((double)n->cell[k] * size / t->scale + t->origin[k]);
+        hi[k] = (float)(((double)n->cell[k] + 1.0) * size / t->scale + t->origin[k]);
+    }
+}
+
 bool octree_query_view(const broadphase_world *w, query_view *out) {
     const octree *t = w->octree;
     if (!t || !t->built || t->slots.count == 0) return false;
-    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE};
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of};
     return true;
 }

@@ -51,6 +51,8 @@ typedef struct query_view {
     uint64_t root;
     void (*node)(const void *structure, uint64_t handle, query_node *out);
     query_member member;
+    /* The region a node divides (broadphase_visit_nodes); NULL for the fields, which have none. */
+    void (*cell)(const void *structure, uint64_t handle, float lo[3], float hi[3]);
 } query_view;
 
 /* The views of the structures; false when there is nothing to walk. */

@@ -461,6 +461,6 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
 
 bool statics_query_view(const statics_field *f, query_member member, query_view *out) {
     if (f->levels == 0 || f->level[0].count == 0) return false;
-    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member};
+    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member, NULL};
     return true;
 }

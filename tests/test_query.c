@@ -962,7 +962,199 @@ TEST(predicates_by_hand) {
     CHECK(!qm_planes_sphere((const float(*)[4])pl, 1, cs, 0.99f, 3));
 }
 
+/* ---- broadphase_visit_nodes ------------------------------------------------------------------ */
+
+typedef struct seen_node {
+    broadphase_node n;
+    uint32_t *ids; /* a copy: the pointer is valid during the call only */
+} seen_node;
+
+typedef struct visit_log {
+    seen_node *nodes;
+    size_t count, cap, stop_after;
+} visit_log;
+
+static bool log_node(const broadphase_node *n, void *p) {
+    visit_log *log = p;
+    if (log->count == log->cap) {
+        log->cap = log->cap ? 2 * log->cap : 256;
+        log->nodes = realloc(log->nodes, log->cap * sizeof *log->nodes);
+    }
+    seen_node *s = &log->nodes[log->count++];
+    s->n = *n;
+    s->ids = malloc((n->object_count + 1) * sizeof *s->ids);
+    memcpy(s->ids, n->ids, n->object_count * sizeof *s->ids);
+    return log->stop_after == 0 || log->count < log->stop_after;
+}
+
+static void log_free(visit_log *log) {
+    for (size_t i = 0; i < log->count; i++) free(log->nodes[i].ids);
+    free(log->nodes);
+    *log = (visit_log){0};
+}
+
+static void object_box(const mirror *m, uint32_t id, float lo[3], float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        lo[k] = m->sphere[id] ? m->c[id][k] - m->r[id] : m->lo[id][k];
+        hi[k] = m->sphere[id] ? m->c[id][k] + m->r[id] : m->hi[id][k];
+        if (k >= m->dims) lo[k] = hi[k] = 0.0f;
+    }
+}
+
+static bool box_within(const float lo[3], const float hi[3], const float blo[3], const float bhi[3],
+                       float slack) {
+    for (int k = 0; k < 3; k++)
+        if (!(lo[k] >= blo[k] - slack && hi[k] <= bhi[k] + slack)) return false;
+    return true;
+}
+
+/* One world's visit against its stats, its levels and the objects it holds. */
+static void check_visit(const broadphase_world *w, const mirror *m, broadphase_method method,
+                        float looseness) {
+    visit_log log = {0};
+    CHECK_EQ_INT(broadphase_visit_nodes(w, log_node, &log), BROADPHASE_OK);
+    broadphase_stats st;
+    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+    size_t levels_n = 0;
+    broadphase_level levels[256] = {{0}}, seen_levels[256] = {{0}};
+    CHECK(broadphase_get_levels(w, levels, 256, &levels_n) == BROADPHASE_OK);
+    size_t held[3] = {0}, nodes[3] = {0}, leaves = 0, depth = 0;
+    uint8_t *found = calloc(m->cap + 1, 1);
+    size_t first = 0; /* the current structure's root in the log */
+    for (size_t i = 0; i < log.count; i++) {
+        const broadphase_node *n = &log.nodes[i].n;
+        if (n->parent == BROADPHASE_NO_NODE) first = i;
+        CHECK_EQ_INT(n->index, i - first);
+        int s = (int)n->structure;
+        REQUIRE(s >= 0 && s < 3);
+        nodes[s]++;
+        held[s] += n->object_count;
+        CHECK_EQ_INT(n->has_cell, s == BROADPHASE_STRUCTURE_TREE);
+        /* the family: parent before child, one level up, children counted, counts summed */
+        size_t kids = 0, below = n->object_count;
+        for (size_t j = i + 1; j < log.count && log.nodes[j].n.parent != BROADPHASE_NO_NODE; j++) {
+            const broadphase_node *c = &log.nodes[j].n;
+            if (c->parent != n->index) continue;
+            kids++;
+            below += c->subtree_count;
+            CHECK_EQ_INT(c->depth, n->depth + 1);
+            CHECK(box_within(c->bounds_min, c->bounds_max, n->bounds_min, n->bounds_max, 0.0f) ||
+                  c->subtree_count == 0);
+            if (s == BROADPHASE_STRUCTURE_TREE) {
+                float slack = 1e-5f * (n->cell_max[0] - n->cell_min[0]);
+                if (!isfinite(slack)) slack = 0.0f;
+                CHECK(box_within(c->cell_min, c->cell_max, n->cell_min, n->cell_max, slack));
+            }
+        }
+        CHECK_EQ_INT(kids, n->children);
+        CHECK_EQ_INT(below, n->subtree_count);
+        if (n->parent == BROADPHASE_NO_NODE) CHECK_EQ_INT(n->depth, 0);
+        if (s == BROADPHASE_STRUCTURE_TREE) {
+            leaves += n->children == 0;
+            depth = n->depth > depth ? n->depth : depth;
+            if (n->depth < 256) {
+                seen_levels[n->depth].nodes++;
+                seen_levels[n->depth].leaves += n->children == 0;
+                seen_levels[n->depth].objects += n->object_count;
+            }
+        }
+        /* every object once, inside its node's bounds (and its cell, loosely for the octree) */
+        for (size_t j = 0; j < n->object_count; j++) {
+            uint32_t id = log.nodes[i].ids[j];
+            REQUIRE(id < m->cap && m->alive[id]);
+            CHECK(!found[id]);
+            found[id] = 1;
+            float lo[3], hi[3];
+            object_box(m, id, lo, hi);
+            CHECK(box_within(lo, hi, n->bounds_min, n->bounds_max, 0.0f));
+            if (s != BROADPHASE_STRUCTURE_TREE) continue;
+            if (method == BROADPHASE_METHOD_KDTREE) {
+                for (int k = 0; k < m->dims; k++)
+                    CHECK(lo[k] > n->cell_min[k] && hi[k] < n->cell_max[k]);
+            } else {
+                float side = n->cell_max[0] - n->cell_min[0];
+                CHECK(box_within(lo, hi, n->cell_min, n->cell_max,
+                                 side * ((looseness - 1.0f) / 2.0f + 1e-5f)));
+            }
+        }
+    }
+    size_t live = 0;
+    for (uint32_t id = 0; id < m->cap; id++) {
+        live += m->alive[id];
+        if (m->alive[id] && method != BROADPHASE_METHOD_BRUTE_FORCE) CHECK(found[id]);
+    }
+    if (method == BROADPHASE_METHOD_BRUTE_FORCE) {
+        CHECK_EQ_INT(log.count, 0);
+    } else {
+        CHECK_EQ_INT(held[0] + held[1] + held[2], live);
+        CHECK_EQ_INT(held[BROADPHASE_STRUCTURE_STATIC], st.static_objects);
+        CHECK_EQ_INT(held[BROADPHASE_STRUCTURE_REST], st.resting_objects);
+        CHECK_EQ_INT(nodes[BROADPHASE_STRUCTURE_TREE], st.nodes);
+        CHECK_EQ_INT(leaves, st.leaves);
+        CHECK_EQ_INT(depth, st.depth);
+        CHECK_EQ_INT(levels_n, st.depth + 1);
+        for (size_t l = 0; l < levels_n && l < 256; l++) {
+            CHECK_EQ_INT(seen_levels[l].nodes, levels[l].nodes);
+            CHECK_EQ_INT(seen_levels[l].leaves, levels[l].leaves);
+            CHECK_EQ_INT(seen_levels[l].objects, levels[l].objects);
+        }
+    }
+    free(found);
+    log_free(&log);
+}
+
+TEST(visit_nodes_show_the_structures) {
+    static const scene_kind kinds[] = {SCENE_SHAPES, SCENE_SHAPES2D, SCENE_CLUSTERED};
+    for (size_t ki = 0; ki < 3; ki++) {
+        for (size_t mi = 0; mi < 3; mi++) {
+            TEST_CONTEXT("scene %s method %zu", scene_name(kinds[ki]), mi);
+            scene sc;
+            REQUIRE(scene_make(&sc, kinds[ki], 4000, 21));
+            broadphase_config c =
+                test_config(sc.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+            c.rest_share = 1.0f;
+            broadphase_world *w = make_world_from(&c);
+            REQUIRE(w);
+            mirror m = {.dims = sc.dimensions};
+            uint32_t *ids = malloc(4000 * sizeof *ids);
+            uint64_t rng = 8;
+            add_scene_mirrored(&sc, w, ids, &m);
+            visit_log log = {0};
+            CHECK_EQ_INT(broadphase_visit_nodes(w, log_node, &log), BROADPHASE_OK);
+            CHECK_EQ_INT(log.count, 0); /* nothing before the first step */
+            step_ok(w);
+            check_visit(w, &m, method_at(mi), c.looseness); /* the tree alone */
+            if (method_at(mi) != BROADPHASE_METHOD_BRUTE_FORCE) {
+                log.stop_after = 5; /* the visitor stops it */
+                CHECK_EQ_INT(broadphase_visit_nodes(w, log_node, &log), BROADPHASE_OK);
+                CHECK_EQ_INT(log.count, 5);
+                log_free(&log);
+            }
+            for (uint32_t id = 0; id < 4000; id += 4)
+                CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
+            step_ok(w);
+            move_some(w, &m, 50, 1, &rng);
+            step_ok(w);
+            move_some(w, &m, 54, 1, &rng);
+            step_ok(w);
+            broadphase_stats st;
+            CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+            CHECK(method_at(mi) == BROADPHASE_METHOD_BRUTE_FORCE ||
+                  (st.resting_objects > 1000 && st.static_objects == 1000));
+            check_visit(w, &m, method_at(mi), c.looseness); /* tree, statics and rest */
+            CHECK_EQ_INT(broadphase_visit_nodes(NULL, log_node, &log),
+                         BROADPHASE_ERROR_INVALID_ARGUMENT);
+            CHECK_EQ_INT(broadphase_visit_nodes(w, NULL, &log), BROADPHASE_ERROR_INVALID_ARGUMENT);
+            CHECK_EQ_INT(log.count, 0);
+            broadphase_destroy(w);
+            free(ids);
+            mirror_free(&m);
+            scene_free(&sc);
+        }
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(queries_equal_reference), TEST_ENTRY(queries_see_rest_and_statics),
           TEST_ENTRY(candidates_are_pruned), TEST_ENTRY(batches_equal_single_queries),
           TEST_ENTRY(concurrent_queries), TEST_ENTRY(bad_input_gets_its_status),
-          TEST_ENTRY(predicates_by_hand))
+          TEST_ENTRY(predicates_by_hand), TEST_ENTRY(visit_nodes_show_the_structures))

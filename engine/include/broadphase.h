@@ -222,6 +222,53 @@ typedef struct broadphase_level {
 broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_level *levels,
                                         size_t capacity, size_t *levels_out);
 
+/* The structures whose nodes broadphase_visit_nodes shows. */
+typedef enum broadphase_structure {
+    BROADPHASE_STRUCTURE_TREE,   /* the method's tree: the kd-tree, or the octree / quadtree */
+    BROADPHASE_STRUCTURE_STATIC, /* the static objects' field (see broadphase_set_static) */
+    BROADPHASE_STRUCTURE_REST    /* the field of objects at rest (see config.rest_share) */
+} broadphase_structure;
+
+#define BROADPHASE_NO_NODE UINT32_MAX
+
+/* One node, as broadphase_visit_nodes shows it. In 2D the z coordinates are 0. */
+typedef struct broadphase_node {
+    broadphase_structure structure;
+    uint32_t index;    /* in depth-first order within its structure, the root 0 */
+    uint32_t parent;   /* the parent's index; BROADPHASE_NO_NODE for the root */
+    uint32_t depth;    /* root = 0 */
+    uint32_t children; /* nodes directly below (0 for a leaf) */
+    /* The region the node divides: the kd-tree's cell (unbounded on the world's outer sides),
+     * the octree's cell without its looseness (its objects may reach out of it by the looseness
+     * of config.looseness). The fields have no cells: has_cell is false, and the cell is
+     * the bounds. */
+    bool has_cell;
+    float cell_min[3], cell_max[3];
+    /* Contain the boxes of every object under the node; an empty subtree has min = +infinity
+     * and max = -infinity. */
+    float bounds_min[3], bounds_max[3];
+    size_t object_count;  /* objects the node holds itself */
+    size_t subtree_count; /* objects the node and its descendants hold */
+    const uint32_t *ids;  /* the node's own objects' ids, object_count of them, in the node's
+                           * order; valid during the call only */
+} broadphase_node;
+
+/* Called once per node; return false to stop the visit. */
+typedef bool (*broadphase_node_visitor)(const broadphase_node *node, void *user);
+
+/* The articles' ForEach over nodes (count_nodes and count_elements follow from it): calls
+ * `visit` for every node of the tree, then of the static field, then of the rest field, each
+ * structure depth first, a node before its children. The structures are shown as the last step
+ * left them: objects changed since are where that step saw them, except that an object at rest
+ * that changed has left the rest field at once (and joins the tree at the next step); each
+ * object is shown once. Brute force has no structure,
+ * and nothing is visited before the first step or after a failed one. Do not step or mutate the
+ * world from `visit`.
+ * BROADPHASE_ERROR_INVALID_ARGUMENT for a NULL world or visitor; BROADPHASE_ERROR_BUSY during a
+ * step. */
+broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_node_visitor visit,
+                                         void *user);
+
 /* ---- spatial queries ---------------------------------------------------------------------
  *
  * Read-only questions about space, answered from the method's structure (the trees, the static
