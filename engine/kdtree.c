@@ -1367,6 +1367,7 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
         if (n->child[j] != NONE) out->child[out->children++] = n->child[j];
 }
 
+/* The cell is both the node's bounds and its region. */
 static void cell_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
     const kd_node *n = &((const kdtree *)p)->nodes[handle];
     memcpy(lo, n->cell_lo, sizeof n->cell_lo);
@@ -1376,6 +1377,6 @@ static void cell_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
 bool kdtree_query_view(const broadphase_world *w, query_view *out) {
     const kdtree *t = w->kdtree;
     if (!t || !t->built || t->slots.count == 0) return false;
-    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of};
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of, cell_of};
     return true;
 }

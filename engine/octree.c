@@ -1662,9 +1662,15 @@ static void cell_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
     }
 }
 
+static void bounds_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
+    const oc_node *n = &((const octree *)p)->nodes[handle];
+    memcpy(lo, n->lo, sizeof n->lo);
+    memcpy(hi, n->hi, sizeof n->hi);
+}
+
 bool octree_query_view(const broadphase_world *w, query_view *out) {
     const octree *t = w->octree;
     if (!t || !t->built || t->slots.count == 0) return false;
-    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of};
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, bounds_of, cell_of};
     return true;
 }

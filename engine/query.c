@@ -203,6 +203,12 @@ static inline bool member(const broadphase_world *w, query_member m, uint32_t id
     return m == QUERY_MEMBER_TREE || w->rest.at_rest[id];
 }
 
+/* A box's entry is its exact box (a sphere's is its bounding box); a world without spheres
+ * needs no look at the object. */
+static inline bool is_box(const broadphase_world *w, uint32_t id) {
+    return w->sphere_count == 0 || w->kind[id] == OBJECT_BOX;
+}
+
 static inline void sphere_of(const broadphase_world *w, uint32_t id, float c[3], float *r) {
     for (int k = 0; k < 3; k++) c[k] = w->center[k][id];
     *r = w->radius[id];
@@ -362,7 +368,7 @@ static void nearest_objects(const broadphase_world *w, const query *q, query_out
             double d2 = qm_box_dist2(q->p, lo, hi, dims);
             uint32_t id = n->own_id[i];
             if ((double)(float)d2 > o->bound || !member(w, m, id)) continue;
-            if (w->kind[id] == OBJECT_BOX)
+            if (is_box(w, id))
                 put_near(q, o, id, d2);
             else
                 offer(w, q, o, id);
@@ -401,7 +407,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
                 uint32_t id = n->own_id[hits[j]];
                 if (!member(w, m, id)) continue;
                 /* a box's entry is its exact box: the kernel's test was the exact one */
-                if (q->kind == QUERY_BOX && w->kind[id] == OBJECT_BOX)
+                if (q->kind == QUERY_BOX && is_box(w, id))
                     put_id(o, id);
                 else
                     offer(w, q, o, id);
@@ -425,14 +431,14 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
             if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
             if (q->closest && (double)(float)t > o->bound) continue;
             if (!member(w, m, id)) continue;
-            if (w->kind[id] == OBJECT_BOX)
+            if (is_box(w, id))
                 put_hit(q, o, id, t);
             else
                 offer(w, q, o, id);
         } else {
             double d2 = qm_box_dist2(q->p, lo, hi, dims);
             if ((double)(float)d2 > o->bound || !member(w, m, id)) continue;
-            if (w->kind[id] == OBJECT_BOX)
+            if (is_box(w, id))
                 put_near(q, o, id, d2);
             else
                 offer(w, q, o, id);
@@ -443,9 +449,12 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
 /* A walk entry for a node's own objects alone (no handle uses the top bit). */
 #define OWN_ONLY (UINT64_C(1) << 63)
 
+/* A node to visit, already classified against the query by its bounds when it was pushed: a
+ * child the query misses costs the read of its bounds alone. */
 typedef struct walk_entry {
     uint64_t handle;
     double key;
+    int cls;
 } walk_entry;
 
 static void walk(const broadphase_world *w, const query *q, query_out *o, const query_view *v) {
@@ -453,7 +462,11 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
     int top = 0;
     bool ordered = (q->kind == QUERY_RAY && q->closest) || q->kind == QUERY_NEAREST;
     bool whole = q->kind == QUERY_BOX || q->kind == QUERY_SPHERE || q->kind == QUERY_PLANES;
-    stack[top++] = (walk_entry){v->root, 0.0};
+    float lo[3], hi[3];
+    walk_entry root = {v->root, 0.0, OUTSIDE};
+    v->bounds(v->structure, v->root, lo, hi);
+    root.cls = classify(q, lo, hi, &root.key);
+    if (root.cls != OUTSIDE) stack[top++] = root;
     query_node n;
     while (top > 0 && !o->failed) {
         walk_entry e = stack[--top];
@@ -463,10 +476,7 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
             own_objects(w, q, o, v->member, &n);
             continue;
         }
-        double key;
-        int c = classify(q, n.lo, n.hi, &key);
-        if (c == OUTSIDE || (ordered && key > o->bound)) continue;
-        if (c == INSIDE && whole) { /* the articles' second case: the whole subtree, untested */
+        if (e.cls == INSIDE && whole) { /* the articles' second case: the whole subtree, untested */
             for (uint32_t i = n.sub_begin; i < n.sub_end; i++)
                 if (member(w, v->member, n.sub_id[i])) put_id(o, n.sub_id[i]);
             continue;
@@ -477,7 +487,12 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
         }
         if (!ordered) {
             if (n.own_end > n.own_begin) own_objects(w, q, o, v->member, &n);
-            for (int j = n.children - 1; j >= 0; j--) stack[top++] = (walk_entry){n.child[j], 0.0};
+            for (int j = n.children - 1; j >= 0; j--) {
+                walk_entry c = {n.child[j], 0.0, OUTSIDE};
+                v->bounds(v->structure, c.handle, lo, hi);
+                c.cls = classify(q, lo, hi, &c.key);
+                if (c.cls != OUTSIDE) stack[top++] = c;
+            }
             continue;
         }
         /* Ordered: the own objects after the children (below them on the stack), so that the
@@ -488,19 +503,19 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
             if (n.children == 0)
                 own_objects(w, q, o, v->member, &n);
             else
-                stack[top++] = (walk_entry){e.handle | OWN_ONLY, own_key};
+                stack[top++] = (walk_entry){e.handle | OWN_ONLY, own_key, PARTIAL};
         }
         /* Nearer child first: push the farthest first. */
         walk_entry kids[8];
         int m = 0;
         for (int j = 0; j < n.children; j++) {
-            query_node cn;
-            v->node(v->structure, n.child[j], &cn);
-            double ck;
-            if (classify(q, cn.lo, cn.hi, &ck) == OUTSIDE || ck > o->bound) continue;
+            walk_entry c = {n.child[j], 0.0, OUTSIDE};
+            v->bounds(v->structure, c.handle, lo, hi);
+            c.cls = classify(q, lo, hi, &c.key);
+            if (c.cls == OUTSIDE || c.key > o->bound) continue;
             int at = m++;
-            for (; at > 0 && kids[at - 1].key < ck; at--) kids[at] = kids[at - 1];
-            kids[at] = (walk_entry){n.child[j], ck};
+            for (; at > 0 && kids[at - 1].key < c.key; at--) kids[at] = kids[at - 1];
+            kids[at] = c;
         }
         for (int j = 0; j < m; j++) stack[top++] = kids[j];
     }
@@ -542,7 +557,8 @@ static bool gather(broadphase_world *w) {
     s->structures = w->last_step_ok;
     s->use_field = false;
     s->pending_count = 0;
-    if (s->structures && w->moved_count == 0) return true;
+    s->current = s->structures && w->moved_count == 0;
+    if (s->current) return true;
     size_t need = s->structures ? w->moved_count : w->live_count;
     if (!world_grow(w, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t), 0))
         return false;
@@ -586,9 +602,13 @@ static void run_query(const broadphase_world *w, const query *q, query_out *o) {
     query_view v;
     if (s->structures) {
         bool kd = w->config.method == BROADPHASE_METHOD_KDTREE;
-        if (kd ? kdtree_query_view(w, &v) : octree_query_view(w, &v)) walk(w, q, o, &v);
-        if (w->static_count > 0 && statics_query_view(&w->statics, QUERY_MEMBER_TREE, &v))
+        /* With nothing changed, no entry of the tree or the static field is stale. */
+        query_member m = s->current ? QUERY_MEMBER_CURRENT : QUERY_MEMBER_TREE;
+        if (kd ? kdtree_query_view(w, &v) : octree_query_view(w, &v)) {
+            v.member = m;
             walk(w, q, o, &v);
+        }
+        if (w->static_count > 0 && statics_query_view(&w->statics, m, &v)) walk(w, q, o, &v);
         if (w->rest.count > 0 && statics_query_view(&w->rest.field, QUERY_MEMBER_REST, &v))
             walk(w, q, o, &v);
     }

@@ -51,6 +51,8 @@ typedef struct query_view {
     uint64_t root;
     void (*node)(const void *structure, uint64_t handle, query_node *out);
     query_member member;
+    /* A node's bounds alone (query_node.lo, .hi): what the walker reads of a child it may skip. */
+    void (*bounds)(const void *structure, uint64_t handle, float lo[3], float hi[3]);
     /* The region a node divides (broadphase_visit_nodes); NULL for the fields, which have none. */
     void (*cell)(const void *structure, uint64_t handle, float lo[3], float hi[3]);
 } query_view;
@@ -72,6 +74,8 @@ typedef struct query_state {
     statics_field field;
     bool use_field;
     bool structures; /* the last step's structures are walked (false: pending holds all) */
+    bool current;    /* nothing changed since that step: every entry of the tree and the
+                      * static field stands for its object */
 } query_state;
 
 void query_state_init(query_state *s);

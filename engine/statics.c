@@ -459,8 +459,25 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
         out->child[out->children++] = (uint64_t)(l - 1) << 32 | j;
 }
 
+static void bounds_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
+    const statics_field *f = p;
+    int l = (int)(handle >> 32);
+    if (l == f->levels) {
+        for (int k = 0; k < 3; k++) {
+            lo[k] = -INFINITY;
+            hi[k] = INFINITY;
+        }
+        return;
+    }
+    const float *e = entry_at(&f->level[l], (uint32_t)handle);
+    for (int k = 0; k < 3; k++) {
+        lo[k] = e[8 * k];
+        hi[k] = e[24 + 8 * k];
+    }
+}
+
 bool statics_query_view(const statics_field *f, query_member member, query_view *out) {
     if (f->levels == 0 || f->level[0].count == 0) return false;
-    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member, NULL};
+    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member, bounds_of, NULL};
     return true;
 }
