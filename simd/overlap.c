@@ -4,6 +4,7 @@
 #include "overlap.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -180,6 +181,41 @@ size_t simd_box_vs_spheres_scalar(const float qmin[3], const float qmax[3],
     return n;
 }
 
+/* ---- ray-box filter ---------------------------------------------------------------------- */
+
+static int simd_ray_box_keep(const simd_ray *r, const float mn[3], const float mx[3], int dims) {
+    float t0 = 0.0f, t1 = r->max_t;
+    int ok = 1, force = 0;
+    for (int k = 0; k < dims; k++) {
+        ok &= mn[k] <= mx[k];
+        if (r->flat[k]) {
+            ok &= (r->o[k] >= mn[k]) & (r->o[k] <= mx[k]);
+            continue;
+        }
+        float a = (mn[k] - r->o[k]) * r->inv[k], b = (mx[k] - r->o[k]) * r->inv[k];
+        float near = a < b ? a : b, far = a < b ? b : a;
+        t0 = near > t0 ? near : t0;
+        t1 = far < t1 ? far : t1;
+        force |= !(fabsf(a) < 1e30f) | !(fabsf(b) < 1e30f);
+    }
+    float margin = 1e-6f * (fabsf(t0) + fabsf(t1)) + 1e-30f;
+    return ok & (force | (t0 <= t1 + margin));
+}
+
+size_t simd_ray_vs_boxes_scalar(const simd_ray *ray, const simd_boxes *boxes, size_t begin,
+                                size_t end, int dims, uint32_t *hits) {
+    size_t n = 0;
+    for (size_t i = begin; i < end; i++) {
+        float mn[3], mx[3];
+        for (int k = 0; k < dims; k++) {
+            mn[k] = boxes->min[k][i];
+            mx[k] = boxes->max[k][i];
+        }
+        if (simd_ray_box_keep(ray, mn, mx, dims)) hits[n++] = (uint32_t)i;
+    }
+    return n;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static const simd_kernels simd_scalar_kernels = {"scalar",
@@ -189,6 +225,7 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_box_vs_spheres_scalar,
                                                  simd_boxes_vs_boxes_pairs_scalar,
                                                  simd_boxes_pairs_within_scalar,
+                                                 simd_ray_vs_boxes_scalar,
                                                  simd_boxes_select_scalar};
 
 #if SIMD_HAVE_AVX2
@@ -199,6 +236,7 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_box_vs_spheres_avx2,
                                                simd_boxes_vs_boxes_pairs_avx2,
                                                simd_boxes_pairs_within_avx2,
+                                               simd_ray_vs_boxes_avx2,
                                                simd_boxes_select_avx2};
 
 static int simd_cpu_runs_avx2(void) {
@@ -221,6 +259,7 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_box_vs_spheres_baseline,
                                                    simd_boxes_vs_boxes_pairs_baseline,
                                                    simd_boxes_pairs_within_baseline,
+                                                   simd_ray_vs_boxes_baseline,
                                                    simd_boxes_select_baseline};
 #endif
 
@@ -294,6 +333,11 @@ size_t simd_boxes_vs_boxes_pairs(const simd_boxes *a, size_t a_begin, size_t a_e
 size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end, int dims,
                                uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next) {
     return simd_active()->boxes_pairs_within(boxes, begin, end, dims, rows, cols, capacity, next);
+}
+
+size_t simd_ray_vs_boxes(const simd_ray *ray, const simd_boxes *boxes, size_t begin, size_t end,
+                         int dims, uint32_t *hits) {
+    return simd_active()->ray_vs_boxes(ray, boxes, begin, end, dims, hits);
 }
 
 size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,

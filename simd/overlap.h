@@ -65,6 +65,24 @@ size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, 
                                 float *const dst_min[3], float *const dst_max[3], uint32_t *dst_ids,
                                 size_t at);
 
+/* A segment o + t * d, 0 <= t <= max_t, for the ray kernel: inv[k] = 1 / d[k] rounded to float,
+ * and flat[k] = 1 where d[k] is 0 (that axis then tests the origin against the box). */
+typedef struct simd_ray {
+    float o[3], inv[3], max_t;
+    int flat[3];
+} simd_ray;
+
+/* Ray-box, a float filter in front of an exact test: positions i in [begin, end) of nonempty
+ * boxes (min <= max on every axis) whose slab interval [t0, t1], computed in float, passes
+ * t0 <= t1 + 1e-6 (|t0| + |t1|) + 1e-30, or whose slab values are not finite below 1e30. The
+ * float values are within a few ulps of the exact ones, so every box an exact double-precision
+ * slab test accepts is kept (given inv within a few ulps of 1 / d and above 1e-30 in
+ * magnitude). Output as simd_box_vs_boxes. */
+size_t simd_ray_vs_boxes(const simd_ray *ray, const simd_boxes *boxes, size_t begin, size_t end,
+                         int dims, uint32_t *hits);
+size_t simd_ray_vs_boxes_scalar(const simd_ray *ray, const simd_boxes *boxes, size_t begin,
+                                size_t end, int dims, uint32_t *hits);
+
 /* The exact tests below run in double precision with no FMA, so they neither overflow nor
  * underflow for any finite float input, and the wide and scalar forms agree bit for bit.
  * Each filters a list of candidate ids and writes, in input order, those that pass (out may

@@ -190,6 +190,70 @@ size_t SIMD_WIDE(simd_box_vs_boxes)(const float qmin[3], const float qmax[3],
     return simd_box_kernel(qmin, qmax, boxes, begin, end, 2, hits);
 }
 
+/* ---- ray-box filter ---------------------------------------------------------------------- */
+
+/* The scalar twin's float steps lane by lane: min_ps and max_ps return their second operand
+ * unless the first compares less (greater), exactly the twin's conditional expressions. */
+SIMD_INLINE unsigned simd_ray_mask8(const simd_ray *r, const simde__m256 o[3],
+                                    const simde__m256 inv[3], const simd_box_columns *col,
+                                    size_t i, int dims) {
+    const simde__m256 big = simde_mm256_set1_ps(1e30f);
+    const simde__m256 abs_mask = simde_mm256_castsi256_ps(simde_mm256_set1_epi32(0x7fffffff));
+    simde__m256 t0 = simde_mm256_setzero_ps(), t1 = simde_mm256_set1_ps(r->max_t);
+    simde__m256 ok = simde_mm256_castsi256_ps(simde_mm256_set1_epi32(-1));
+    simde__m256 finite = ok;
+    for (int k = 0; k < dims; k++) {
+        simde__m256 mn = simde_mm256_loadu_ps(col->min[k] + i);
+        simde__m256 mx = simde_mm256_loadu_ps(col->max[k] + i);
+        ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(mn, mx, SIMDE_CMP_LE_OQ));
+        if (r->flat[k]) {
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(o[k], mn, SIMDE_CMP_GE_OQ));
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(o[k], mx, SIMDE_CMP_LE_OQ));
+            continue;
+        }
+        simde__m256 a = simde_mm256_mul_ps(simde_mm256_sub_ps(mn, o[k]), inv[k]);
+        simde__m256 b = simde_mm256_mul_ps(simde_mm256_sub_ps(mx, o[k]), inv[k]);
+        simde__m256 near = simde_mm256_min_ps(a, b);
+        simde__m256 far = simde_mm256_blendv_ps(a, b, simde_mm256_cmp_ps(a, b, SIMDE_CMP_LT_OQ));
+        t0 = simde_mm256_max_ps(near, t0);
+        t1 = simde_mm256_min_ps(far, t1);
+        finite = simde_mm256_and_ps(
+            finite, simde_mm256_cmp_ps(simde_mm256_and_ps(a, abs_mask), big, SIMDE_CMP_LT_OQ));
+        finite = simde_mm256_and_ps(
+            finite, simde_mm256_cmp_ps(simde_mm256_and_ps(b, abs_mask), big, SIMDE_CMP_LT_OQ));
+    }
+    simde__m256 margin = simde_mm256_add_ps(
+        simde_mm256_mul_ps(simde_mm256_set1_ps(1e-6f),
+                           simde_mm256_add_ps(simde_mm256_and_ps(t0, abs_mask),
+                                              simde_mm256_and_ps(t1, abs_mask))),
+        simde_mm256_set1_ps(1e-30f));
+    simde__m256 pass =
+        simde_mm256_cmp_ps(t0, simde_mm256_add_ps(t1, margin), SIMDE_CMP_LE_OQ);
+    /* kept: ok & (pass | !finite) */
+    pass = simde_mm256_or_ps(pass, simde_mm256_andnot_ps(finite, ok));
+    return simd_movemask_ps(simde_mm256_and_ps(ok, pass));
+}
+
+size_t SIMD_WIDE(simd_ray_vs_boxes)(const simd_ray *ray, const simd_boxes *boxes, size_t begin,
+                                    size_t end, int dims, uint32_t *hits) {
+    assert(dims == 2 || dims == 3);
+    simd_box_columns col_ = {{boxes->min[0], boxes->min[1], dims == 3 ? boxes->min[2] : NULL},
+                             {boxes->max[0], boxes->max[1], dims == 3 ? boxes->max[2] : NULL}};
+    simde__m256 o[3], inv[3];
+    for (int k = 0; k < 3; k++) {
+        o[k] = simde_mm256_set1_ps(ray->o[k]);
+        inv[k] = simde_mm256_set1_ps(ray->inv[k]);
+    }
+    uint32_t *out = hits;
+    for (size_t i = begin; i < end; i += 8) {
+        unsigned m = simd_ray_mask8(ray, o, inv, &col_, i, dims);
+        if (end - i < 8) m &= (1u << (end - i)) - 1u;
+        simd_store_positions(out, m, (uint32_t)i);
+        out += simd_popcount8(m);
+    }
+    return (size_t)(out - hits);
+}
+
 /* ---- box-box, many against many ------------------------------------------------------------- */
 
 /* Rows [a_begin, a_end) of `a` against [b_begin, b_end) of `b`, or, when `within`, each row i

@@ -9,6 +9,7 @@
 
 #include "overlap.h"
 #include "overlap_wide.h"
+#include "query_math.h"
 #include "scenes.h"
 #include "test.h"
 
@@ -141,7 +142,7 @@ enum { VARIANT_AVX2, VARIANT_BASELINE, VARIANT_SCALAR, VARIANT_DISPATCH, VARIANT
 static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "scalar", "dispatch"};
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
-    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_boxes_select};
+    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes, simd_boxes_select};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -255,6 +256,157 @@ TEST(box_vs_boxes_random) {
     printf("box_vs_boxes_random: %lld of %lld overlap\n", hits_seen, tests);
     CHECK(hits_seen > tests / 10);
     CHECK(hits_seen < tests - tests / 10);
+}
+
+/* ---- ray-box filter -------------------------------------------------------------------------- */
+
+/* A random segment: origins and directions in the style, some direction components 0, some
+ * max_t infinite or 0. */
+static void rng_ray(uint64_t *state, int style, int dims, float o[3], float d[3], float *max_t) {
+    for (int k = 0; k < 3; k++) {
+        o[k] = k < dims ? rng_coord(state, style) : 0.0f;
+        d[k] = k < dims ? rng_coord(state, style) : 0.0f;
+        if (rng_below(state, 6) == 0) d[k] = 0.0f;
+    }
+    if (d[0] == 0.0f && d[1] == 0.0f && d[2] == 0.0f) d[0] = 1.0f;
+    uint32_t pick = rng_below(state, 8);
+    *max_t = pick == 0 ? INFINITY : pick == 1 ? 0.0f : fabsf(rng_coord(state, style)) * 4.0f;
+}
+
+/* The kernel's ray from the exact one, as the queries build it. */
+static simd_ray kernel_ray(const qm_ray *r, float max_t) {
+    simd_ray k = {.max_t = max_t};
+    for (int a = 0; a < 3; a++) {
+        k.o[a] = (float)r->o[a];
+        k.flat[a] = r->d[a] == 0.0;
+        k.inv[a] = k.flat[a] ? 0.0f : (float)r->inv[a];
+    }
+    return k;
+}
+
+TEST(ray_vs_boxes_random) {
+    int failures_before = test_failures;
+    long long exact_hits = 0, kept = 0, tests = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 104729 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            for (size_t len = 0; len <= 40; len++) {
+                TEST_CONTEXT("seed %llu dims %d style %d len %zu", (unsigned long long)seed, dims,
+                             style, len);
+                size_t begin = rng_below(&state, 13), end = begin + len;
+                box_set b;
+                box_set_init(&b, end + SIMD_PAD, dims);
+                for (size_t i = 0; i < b.n; i++) {
+                    float mn[3], mx[3];
+                    rng_box(&state, style, mn, mx);
+                    if (rng_below(&state, 10) == 0 || i >= end)
+                        box_set_sentinel(&b, i, dims);
+                    else
+                        box_set_put(&b, i, mn, mx, dims);
+                }
+                float o[3], d[3], max_t;
+                rng_ray(&state, style, dims, o, d, &max_t);
+                qm_ray r;
+                qm_ray_init(&r, o, d, max_t, dims);
+                bool usable = true; /* the kernel's condition on inv */
+                for (int k = 0; k < dims; k++)
+                    usable &= r.d[k] == 0.0 || (fabs(r.inv[k]) > 1e-30 && fabs(r.inv[k]) < 1e30);
+                simd_ray kr = kernel_ray(&r, max_t);
+                uint32_t *want = ids_new(len + SIMD_PAD), *got = ids_new(len + SIMD_PAD);
+                size_t nwant = simd_ray_vs_boxes_scalar(&kr, &b.cols, begin, end, dims, want);
+                for (int v = 0; v < VARIANT_COUNT; v++) { /* bit for bit with the twin */
+                    const simd_kernels *k = variant(v);
+                    if (!k) continue;
+                    size_t n = k->ray_vs_boxes(&kr, &b.cols, begin, end, dims, got);
+                    if (!same_ids(got, n, want, nwant)) {
+                        CHECK(same_ids(got, n, want, nwant));
+                        fprintf(stderr, "  %s: ray_vs_boxes gave %zu, the twin %zu\n",
+                                variant_names[v], n, nwant);
+                    }
+                }
+                /* a superset of the exact test's hits */
+                size_t j = 0;
+                for (size_t i = begin; i < end; i++) {
+                    float mn[3], mx[3];
+                    box_get(&b, i, dims, mn, mx);
+                    double t;
+                    bool hit = qm_ray_box(&r, mn, mx, dims, max_t, &t);
+                    while (j < nwant && want[j] < i) j++;
+                    bool in = j < nwant && want[j] == i;
+                    if (usable && hit && !in) {
+                        CHECK(in);
+                        fprintf(stderr, "  box %zu hit at t %.9g dropped by the filter\n", i, t);
+                    }
+                    if (style == STYLE_WIDE) continue; /* beyond 1e30 the filter keeps all */
+                    exact_hits += hit;
+                    kept += in;
+                    tests += mn[0] <= mx[0];
+                }
+                free(want);
+                free(got);
+                box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    /* The filter must filter: it keeps few boxes beyond the exact hits (at ordinary scales). */
+    printf("ray_vs_boxes_random: %lld kept, %lld exact hits, of %lld boxes\n", kept, exact_hits,
+           tests);
+    CHECK(exact_hits > tests / 50);
+    CHECK(kept - exact_hits < (tests - exact_hits) / 20);
+}
+
+/* Near the boundary: boxes whose face the segment's end or a slab edge touches within an ulp
+ * or two; the exact hits must all be kept. */
+TEST(ray_vs_boxes_near_boundary) {
+    uint64_t state = 5;
+    long long hits = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        int dims = 2 + trial % 2;
+        float o[3] = {0, 0, 0}, d[3] = {0, 0, 0};
+        for (int k = 0; k < dims; k++) {
+            o[k] = rng_coord(&state, STYLE_UNIT);
+            d[k] = rng_coord(&state, STYLE_UNIT);
+        }
+        float max_t = 1.0f;
+        /* a box with a corner at the segment's end, nudged by 0..2 ulps */
+        box_set b;
+        box_set_init(&b, 1 + SIMD_PAD, dims);
+        for (size_t i = 0; i < b.n; i++) box_set_sentinel(&b, i, dims);
+        float mn[3], mx[3];
+        for (int k = 0; k < dims; k++) {
+            float end_k = o[k] + d[k];
+            int nudge = (int)rng_below(&state, 5) - 2;
+            float at = end_k;
+            for (int u = 0; u < abs(nudge); u++) at = nextafterf(at, nudge > 0 ? INFINITY : -INFINITY);
+            if (d[k] >= 0.0f) {
+                mn[k] = at;
+                mx[k] = at + 1.0f;
+            } else {
+                mn[k] = at - 1.0f;
+                mx[k] = at;
+            }
+        }
+        box_set_put(&b, 0, mn, mx, dims);
+        qm_ray r;
+        qm_ray_init(&r, o, d, max_t, dims);
+        simd_ray kr = kernel_ray(&r, max_t);
+        double t;
+        bool hit = qm_ray_box(&r, mn, mx, dims, max_t, &t);
+        hits += hit;
+        for (int v = 0; v < VARIANT_COUNT; v++) {
+            const simd_kernels *k = variant(v);
+            if (!k) continue;
+            uint32_t got[1 + SIMD_PAD];
+            size_t n = k->ray_vs_boxes(&kr, &b.cols, 0, 1, dims, got);
+            TEST_CONTEXT("trial %d variant %s", trial, variant_names[v]);
+            if (hit) CHECK(n == 1);
+        }
+        box_set_free(&b);
+    }
+    printf("ray_vs_boxes_near_boundary: %lld of 20000 hit\n", hits);
+    CHECK(hits > 2000 && hits < 18000);
 }
 
 /* ---- box-box, many against many ------------------------------------------------------------ */
@@ -950,4 +1102,5 @@ TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
           TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
           TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
-          TEST_ENTRY(pair_predicates))
+          TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
+          TEST_ENTRY(ray_vs_boxes_near_boundary))
