@@ -50,7 +50,9 @@ typedef struct query {
     const float (*planes)[4];
     size_t plane_count;
     qm_ray ray;
-    float p[3]; /* nearest */
+    simd_ray kray; /* the float filter's copy of the ray (simd_ray_vs_boxes) */
+    bool kray_ok;  /* its reciprocals are in the filter's range */
+    float p[3];    /* nearest */
     size_t k;
 } query;
 
@@ -376,6 +378,33 @@ static void nearest_objects(const broadphase_world *w, const query *q, query_out
     }
 }
 
+/* Rays: the float filter first (8 entries at a time), then the exact test of what it kept. A
+ * closest ray's filter stops at the best t so far. */
+static void ray_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
+                        const query_node *n, uint32_t begin, uint32_t end) {
+    int dims = q->dims;
+    simd_ray kr = q->kray;
+    if (q->closest && o->bound < (double)kr.max_t) kr.max_t = (float)o->bound;
+    uint32_t kept[PIECE + SIMD_PAD];
+    for (uint32_t s = begin; s < end; s += PIECE) {
+        uint32_t e = end - s > PIECE ? s + PIECE : end;
+        size_t h = simd_ray_vs_boxes(&kr, &n->own, s, e, dims, kept);
+        for (size_t j = 0; j < h; j++) {
+            float lo[3], hi[3];
+            box_at(&n->own, kept[j], dims, lo, hi);
+            double t;
+            if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
+            if (q->closest && (double)(float)t > o->bound) continue;
+            uint32_t id = n->own_id[kept[j]];
+            if (!member(w, m, id)) continue;
+            if (is_box(w, id))
+                put_hit(q, o, id, t);
+            else
+                offer(w, q, o, id);
+        }
+    }
+}
+
 /* A node's own objects: the kernel (or the scalar test of the entry's box), the entry's
  * membership, then the object's exact test. */
 static void own_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
@@ -417,6 +446,10 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     }
     if (q->kind == QUERY_NEAREST) {
         nearest_objects(w, q, o, m, n, begin, end);
+        return;
+    }
+    if (q->kind == QUERY_RAY && q->kray_ok) {
+        ray_objects(w, q, o, m, n, begin, end);
         return;
     }
     float lo[3], hi[3];
@@ -679,6 +712,15 @@ static broadphase_status make_ray(query *q, int dims, const float o[3], const fl
     q->dims = dims;
     q->closest = closest;
     qm_ray_init(&q->ray, o, d, max_t, dims);
+    q->kray.max_t = max_t;
+    q->kray_ok = true;
+    for (int k = 0; k < dims; k++) {
+        q->kray.o[k] = o[k];
+        q->kray.flat[k] = d[k] == 0.0f;
+        q->kray.inv[k] = q->kray.flat[k] ? 0.0f : (float)q->ray.inv[k];
+        double m = fabs(q->ray.inv[k]);
+        if (!q->kray.flat[k] && !(m > 1e-30 && m < 1e30)) q->kray_ok = false;
+    }
     return BROADPHASE_OK;
 }
 

@@ -195,8 +195,8 @@ size_t SIMD_WIDE(simd_box_vs_boxes)(const float qmin[3], const float qmax[3],
 /* The scalar twin's float steps lane by lane: min_ps and max_ps return their second operand
  * unless the first compares less (greater), exactly the twin's conditional expressions. */
 SIMD_INLINE unsigned simd_ray_mask8(const simd_ray *r, const simde__m256 o[3],
-                                    const simde__m256 inv[3], const simd_box_columns *col,
-                                    size_t i, int dims) {
+                                    const simde__m256 inv[3], const simd_box_columns *col, size_t i,
+                                    int dims) {
     const simde__m256 big = simde_mm256_set1_ps(1e30f);
     const simde__m256 abs_mask = simde_mm256_castsi256_ps(simde_mm256_set1_epi32(0x7fffffff));
     simde__m256 t0 = simde_mm256_setzero_ps(), t1 = simde_mm256_set1_ps(r->max_t);
@@ -222,13 +222,12 @@ SIMD_INLINE unsigned simd_ray_mask8(const simd_ray *r, const simde__m256 o[3],
         finite = simde_mm256_and_ps(
             finite, simde_mm256_cmp_ps(simde_mm256_and_ps(b, abs_mask), big, SIMDE_CMP_LT_OQ));
     }
-    simde__m256 margin = simde_mm256_add_ps(
-        simde_mm256_mul_ps(simde_mm256_set1_ps(1e-6f),
-                           simde_mm256_add_ps(simde_mm256_and_ps(t0, abs_mask),
-                                              simde_mm256_and_ps(t1, abs_mask))),
-        simde_mm256_set1_ps(1e-30f));
-    simde__m256 pass =
-        simde_mm256_cmp_ps(t0, simde_mm256_add_ps(t1, margin), SIMDE_CMP_LE_OQ);
+    simde__m256 margin =
+        simde_mm256_add_ps(simde_mm256_mul_ps(simde_mm256_set1_ps(1e-6f),
+                                              simde_mm256_add_ps(simde_mm256_and_ps(t0, abs_mask),
+                                                                 simde_mm256_and_ps(t1, abs_mask))),
+                           simde_mm256_set1_ps(1e-30f));
+    simde__m256 pass = simde_mm256_cmp_ps(t0, simde_mm256_add_ps(t1, margin), SIMDE_CMP_LE_OQ);
     /* kept: ok & (pass | !finite) */
     pass = simde_mm256_or_ps(pass, simde_mm256_andnot_ps(finite, ok));
     return simd_movemask_ps(simde_mm256_and_ps(ok, pass));

@@ -30,7 +30,7 @@
                                              int dims, uint32_t *rows, uint32_t *cols,             \
                                              size_t capacity, size_t *next);                       \
     size_t simd_ray_vs_boxes_##variant(const simd_ray *ray, const simd_boxes *boxes, size_t begin, \
-                                       size_t end, int dims, uint32_t *hits);                     \
+                                       size_t end, int dims, uint32_t *hits);                      \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \

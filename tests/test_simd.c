@@ -142,7 +142,8 @@ enum { VARIANT_AVX2, VARIANT_BASELINE, VARIANT_SCALAR, VARIANT_DISPATCH, VARIANT
 static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "scalar", "dispatch"};
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
-    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes, simd_boxes_select};
+    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
+    simd_boxes_select};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
