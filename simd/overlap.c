@@ -216,6 +216,27 @@ size_t simd_ray_vs_boxes_scalar(const simd_ray *ray, const simd_boxes *boxes, si
     return n;
 }
 
+/* ---- point-box distance filter ------------------------------------------------------------ */
+
+size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxes *boxes,
+                                  size_t begin, size_t end, int dims, uint32_t *hits) {
+    size_t n = 0;
+    for (size_t i = begin; i < end; i++) {
+        float d2 = 0.0f;
+        int ok = 1;
+        for (int k = 0; k < dims; k++) {
+            float mn = boxes->min[k][i], mx = boxes->max[k][i];
+            ok &= mn <= mx;
+            float a = mn - p[k], b = p[k] - mx;
+            float g = a > b ? a : b;
+            g = g > 0.0f ? g : 0.0f;
+            d2 = d2 + g * g;
+        }
+        if (ok & ((d2 <= limit) | (d2 == INFINITY))) hits[n++] = (uint32_t)i;
+    }
+    return n;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static const simd_kernels simd_scalar_kernels = {"scalar",
@@ -226,6 +247,7 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_boxes_vs_boxes_pairs_scalar,
                                                  simd_boxes_pairs_within_scalar,
                                                  simd_ray_vs_boxes_scalar,
+                                                 simd_point_vs_boxes_scalar,
                                                  simd_boxes_select_scalar};
 
 #if SIMD_HAVE_AVX2
@@ -237,6 +259,7 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_boxes_vs_boxes_pairs_avx2,
                                                simd_boxes_pairs_within_avx2,
                                                simd_ray_vs_boxes_avx2,
+                                               simd_point_vs_boxes_avx2,
                                                simd_boxes_select_avx2};
 
 static int simd_cpu_runs_avx2(void) {
@@ -260,6 +283,7 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_boxes_vs_boxes_pairs_baseline,
                                                    simd_boxes_pairs_within_baseline,
                                                    simd_ray_vs_boxes_baseline,
+                                                   simd_point_vs_boxes_baseline,
                                                    simd_boxes_select_baseline};
 #endif
 
@@ -338,6 +362,11 @@ size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end
 size_t simd_ray_vs_boxes(const simd_ray *ray, const simd_boxes *boxes, size_t begin, size_t end,
                          int dims, uint32_t *hits) {
     return simd_active()->ray_vs_boxes(ray, boxes, begin, end, dims, hits);
+}
+
+size_t simd_point_vs_boxes(const float p[3], float limit, const simd_boxes *boxes, size_t begin,
+                           size_t end, int dims, uint32_t *hits) {
+    return simd_active()->point_vs_boxes(p, limit, boxes, begin, end, dims, hits);
 }
 
 size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,

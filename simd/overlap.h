@@ -83,6 +83,16 @@ size_t simd_ray_vs_boxes(const simd_ray *ray, const simd_boxes *boxes, size_t be
 size_t simd_ray_vs_boxes_scalar(const simd_ray *ray, const simd_boxes *boxes, size_t begin,
                                 size_t end, int dims, uint32_t *hits);
 
+/* Point-box distance, a float filter in front of an exact test: positions i in [begin, end) of
+ * nonempty boxes whose squared distance from p, computed in float (gap g_k = max(min - p,
+ * p - max, 0) per axis, summed in axis order), is at most `limit`, or overflowed to infinity.
+ * The float figure is within a few ulps of the exact one, so a limit above the exact bound by a
+ * relative 1e-5 keeps every box within it. Output as simd_box_vs_boxes. */
+size_t simd_point_vs_boxes(const float p[3], float limit, const simd_boxes *boxes, size_t begin,
+                           size_t end, int dims, uint32_t *hits);
+size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxes *boxes,
+                                  size_t begin, size_t end, int dims, uint32_t *hits);
+
 /* The exact tests below run in double precision with no FMA, so they neither overflow nor
  * underflow for any finite float input, and the wide and scalar forms agree bit for bit.
  * Each filters a list of candidate ids and writes, in input order, those that pass (out may

@@ -253,6 +253,40 @@ size_t SIMD_WIDE(simd_ray_vs_boxes)(const simd_ray *ray, const simd_boxes *boxes
     return (size_t)(out - hits);
 }
 
+/* ---- point-box distance filter ------------------------------------------------------------ */
+
+size_t SIMD_WIDE(simd_point_vs_boxes)(const float p[3], float limit, const simd_boxes *boxes,
+                                      size_t begin, size_t end, int dims, uint32_t *hits) {
+    assert(dims == 2 || dims == 3);
+    simd_box_columns col = {{boxes->min[0], boxes->min[1], dims == 3 ? boxes->min[2] : NULL},
+                            {boxes->max[0], boxes->max[1], dims == 3 ? boxes->max[2] : NULL}};
+    simde__m256 q[3];
+    for (int k = 0; k < 3; k++) q[k] = simde_mm256_set1_ps(k < dims ? p[k] : 0.0f);
+    const simde__m256 lim = simde_mm256_set1_ps(limit), inf = simde_mm256_set1_ps(INFINITY);
+    const simde__m256 zero = simde_mm256_setzero_ps();
+    uint32_t *out = hits;
+    for (size_t i = begin; i < end; i += 8) {
+        simde__m256 d2 = zero, ok = simde_mm256_cmp_ps(zero, zero, SIMDE_CMP_EQ_OQ);
+        for (int k = 0; k < dims; k++) {
+            simde__m256 mn = simde_mm256_loadu_ps(col.min[k] + i);
+            simde__m256 mx = simde_mm256_loadu_ps(col.max[k] + i);
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(mn, mx, SIMDE_CMP_LE_OQ));
+            /* max_ps(a, b) is a > b ? a : b, the twin's expressions */
+            simde__m256 g = simde_mm256_max_ps(simde_mm256_sub_ps(mn, q[k]),
+                                               simde_mm256_sub_ps(q[k], mx));
+            g = simde_mm256_max_ps(g, zero);
+            d2 = simde_mm256_add_ps(d2, simde_mm256_mul_ps(g, g));
+        }
+        simde__m256 keep = simde_mm256_or_ps(simde_mm256_cmp_ps(d2, lim, SIMDE_CMP_LE_OQ),
+                                             simde_mm256_cmp_ps(d2, inf, SIMDE_CMP_EQ_OQ));
+        unsigned m = simd_movemask_ps(simde_mm256_and_ps(ok, keep));
+        if (end - i < 8) m &= (1u << (end - i)) - 1u;
+        simd_store_positions(out, m, (uint32_t)i);
+        out += simd_popcount8(m);
+    }
+    return (size_t)(out - hits);
+}
+
 /* ---- box-box, many against many ------------------------------------------------------------- */
 
 /* Rows [a_begin, a_end) of `a` against [b_begin, b_end) of `b`, or, when `within`, each row i

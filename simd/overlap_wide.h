@@ -31,6 +31,8 @@
                                              size_t capacity, size_t *next);                       \
     size_t simd_ray_vs_boxes_##variant(const simd_ray *ray, const simd_boxes *boxes, size_t begin, \
                                        size_t end, int dims, uint32_t *hits);                      \
+    size_t simd_point_vs_boxes_##variant(const float p[3], float limit, const simd_boxes *boxes,   \
+                                         size_t begin, size_t end, int dims, uint32_t *hits);     \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -57,6 +59,8 @@ typedef struct simd_kernels {
                                  uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next);
     size_t (*ray_vs_boxes)(const simd_ray *ray, const simd_boxes *boxes, size_t begin, size_t end,
                            int dims, uint32_t *hits);
+    size_t (*point_vs_boxes)(const float p[3], float limit, const simd_boxes *boxes, size_t begin,
+                             size_t end, int dims, uint32_t *hits);
     size_t (*boxes_select)(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
                            int dims, int axis, float plane, int side, float *const dst_min[3],
                            float *const dst_max[3], uint32_t *dst_ids, size_t at);

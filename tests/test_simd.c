@@ -143,7 +143,7 @@ static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "sc
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
     simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
-    simd_boxes_select};
+    simd_point_vs_boxes, simd_boxes_select};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -413,6 +413,79 @@ TEST(ray_vs_boxes_near_boundary) {
     }
     printf("ray_vs_boxes_near_boundary: %lld of %d hit\n", hits, trials);
     CHECK(hits > trials / 5 && hits < trials - trials / 5);
+}
+
+/* ---- point-box distance filter --------------------------------------------------------------- */
+
+/* Every variant bit for bit with the twin, and a superset of the boxes whose exact (double)
+ * squared distance is within a bound, given the limit the queries pass (bound + 1e-5 relative). */
+TEST(point_vs_boxes_random) {
+    int failures_before = test_failures;
+    long long within = 0, kept = 0, tests = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 15485863 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            for (size_t len = 0; len <= 40; len++) {
+                TEST_CONTEXT("seed %llu dims %d style %d len %zu", (unsigned long long)seed, dims,
+                             style, len);
+                size_t begin = rng_below(&state, 13), end = begin + len;
+                box_set b;
+                box_set_init(&b, end + SIMD_PAD, dims);
+                for (size_t i = 0; i < b.n; i++) {
+                    float mn[3], mx[3];
+                    rng_box(&state, style, mn, mx);
+                    if (rng_below(&state, 10) == 0 || i >= end)
+                        box_set_sentinel(&b, i, dims);
+                    else
+                        box_set_put(&b, i, mn, mx, dims);
+                }
+                float p[3] = {0, 0, 0};
+                for (int k = 0; k < dims; k++) p[k] = rng_coord(&state, style);
+                /* the bound: some box's exact distance, so that ties at the bound are common */
+                float mn[3], mx[3];
+                box_get(&b, begin + rng_below(&state, (uint32_t)len + 1) % (len ? len : 1), dims,
+                        mn, mx);
+                double exact = qm_box_dist2(p, mn, mx, dims);
+                float bound = (float)exact;
+                if (rng_below(&state, 4) == 0 || !(bound < INFINITY)) bound = INFINITY;
+                float limit = bound * 1.00001f;
+                uint32_t *want = ids_new(len + SIMD_PAD), *got = ids_new(len + SIMD_PAD);
+                size_t nwant = simd_point_vs_boxes_scalar(p, limit, &b.cols, begin, end, dims, want);
+                for (int v = 0; v < VARIANT_COUNT; v++) {
+                    const simd_kernels *k = variant(v);
+                    if (!k) continue;
+                    size_t n = k->point_vs_boxes(p, limit, &b.cols, begin, end, dims, got);
+                    if (!same_ids(got, n, want, nwant)) {
+                        CHECK(same_ids(got, n, want, nwant));
+                        fprintf(stderr, "  %s: point_vs_boxes gave %zu, the twin %zu\n",
+                                variant_names[v], n, nwant);
+                    }
+                }
+                size_t j = 0;
+                for (size_t i = begin; i < end; i++) {
+                    box_get(&b, i, dims, mn, mx);
+                    if (!(mn[0] <= mx[0])) continue;
+                    bool in_bound = (double)(float)qm_box_dist2(p, mn, mx, dims) <= (double)bound;
+                    while (j < nwant && want[j] < i) j++;
+                    bool in = j < nwant && want[j] == i;
+                    CHECK(!in_bound || in);
+                    if (style == STYLE_WIDE || bound == INFINITY) continue;
+                    within += in_bound;
+                    kept += in;
+                    tests++;
+                }
+                free(want);
+                free(got);
+                box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    printf("point_vs_boxes_random: %lld kept, %lld within the bound, of %lld boxes\n", kept,
+           within, tests);
+    CHECK(within > tests / 20 && within < tests - tests / 20);
+    CHECK(kept - within < (tests - within) / 20);
 }
 
 /* ---- box-box, many against many ------------------------------------------------------------ */
@@ -1109,4 +1182,4 @@ TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
           TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
           TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
-          TEST_ENTRY(ray_vs_boxes_near_boundary))
+          TEST_ENTRY(ray_vs_boxes_near_boundary), TEST_ENTRY(point_vs_boxes_random))
