@@ -30,6 +30,7 @@ enum {
     PENDING_FIELD_MIN = 64, /* changed objects from which they get a field of their own */
     STACK_RESULTS = 256,    /* results a single query keeps on the stack before the heap */
     BATCH_CHUNK = 64,       /* queries per chunk of a batch */
+    SORTED_K_MAX = 32,      /* nearest: up to this k the best are kept sorted */
 };
 
 typedef enum query_kind {
@@ -70,7 +71,7 @@ typedef struct query_out {
     bool failed;             /* out of memory */
     broadphase_ray_hit best; /* closest ray */
     bool found;
-    uint32_t *heap_id; /* nearest: a max-heap by (dist2, id) of up to k entries */
+    uint32_t *heap_id; /* nearest: the k best by (dist2, id), sorted or a max-heap (put_near) */
     float *heap_d2;
     size_t heap_n;
     double bound; /* closest ray: best t; nearest (when k are kept): the worst; else +inf */
@@ -136,10 +137,29 @@ static void heap_sift_down(uint32_t *id, float *d2, size_t n, size_t i) {
     }
 }
 
+/* Up to SORTED_K_MAX the k best are kept sorted (an insertion shifts a few entries, and the
+ * result needs no final sort); above, in a max-heap. */
 static void put_near(const query *q, query_out *o, uint32_t id, double d2) {
     float d = (float)d2;
     uint32_t *hid = o->heap_id;
     float *hd = o->heap_d2;
+    if (q->k <= SORTED_K_MAX) {
+        size_t i = o->heap_n;
+        if (i == q->k) {
+            if (!ranks_after(hd[i - 1], hid[i - 1], d, id)) return;
+            i--; /* the worst leaves */
+        } else {
+            o->heap_n++;
+        }
+        for (; i > 0 && ranks_after(hd[i - 1], hid[i - 1], d, id); i--) {
+            hid[i] = hid[i - 1];
+            hd[i] = hd[i - 1];
+        }
+        hid[i] = id;
+        hd[i] = d;
+        if (o->heap_n == q->k) o->bound = hd[q->k - 1];
+        return;
+    }
     if (o->heap_n < q->k) {
         size_t i = o->heap_n++;
         while (i > 0 && ranks_after(d, id, hd[(i - 1) / 2], hid[(i - 1) / 2])) {
@@ -159,8 +179,9 @@ static void put_near(const query *q, query_out *o, uint32_t id, double d2) {
     if (o->heap_n == q->k) o->bound = hd[0];
 }
 
-/* The heap in ascending (dist2, id) order, in place. */
-static void heap_finish(query_out *o) {
+/* The k best in ascending (dist2, id) order, in place. */
+static void heap_finish(const query *q, query_out *o) {
+    if (q->k <= SORTED_K_MAX) return; /* kept sorted */
     for (size_t n = o->heap_n; n > 1; n--) {
         uint32_t ti = o->heap_id[0];
         float td = o->heap_d2[0];
@@ -892,7 +913,7 @@ broadphase_status broadphase_nearest(const broadphase_world *w, const float poin
     o.heap_id = ids_out;
     o.heap_d2 = d2;
     run_query(w, &q, &o);
-    heap_finish(&o);
+    heap_finish(&q, &o);
     *count_out = o.heap_n;
     if (d2 != dist2_out && d2 != local) free(d2);
     return BROADPHASE_OK;
@@ -1049,7 +1070,7 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
         }
         run_query(b->w, &q, &o);
         if (b->kind == BATCH_NEAREST) {
-            heap_finish(&o);
+            heap_finish(&q, &o);
             b->near_counts[i] = o.heap_n;
         } else {
             b->closest[i] = o.best;
