@@ -9,11 +9,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Distance from c to [lo, hi] on one axis (0 inside). */
+/* Distance from c to [lo, hi] on one axis (0 inside), without branches: for lo <= hi at most
+ * one of lo - c and c - hi is positive. */
 static inline double qm_gap(double c, double lo, double hi) {
-    if (c < lo) return lo - c;
-    if (c > hi) return c - hi;
-    return 0.0;
+    double a = lo - c, b = c - hi;
+    double g = a > b ? a : b;
+    return g > 0.0 ? g : 0.0;
 }
 
 /* Squared distance from point p to the box (0 inside). */
