@@ -1374,9 +1374,22 @@ static void cell_of(const void *p, uint64_t handle, float lo[3], float hi[3]) {
     memcpy(hi, n->cell_hi, sizeof n->cell_hi);
 }
 
+static void prefetch_of(const void *p, uint64_t handle) {
+    const kdtree *t = p;
+    const kd_node *n = &t->nodes[handle];
+    __builtin_prefetch((const char *)n + 64);
+    if (n->end == n->begin) return;
+    const tree_slots *s = &t->slots;
+    for (int k = 0; k < 3; k++) {
+        __builtin_prefetch(s->smin[s->cur][k] + n->begin);
+        __builtin_prefetch(s->smax[s->cur][k] + n->begin);
+    }
+    __builtin_prefetch(s->sid[s->cur] + n->begin);
+}
+
 bool kdtree_query_view(const broadphase_world *w, query_view *out) {
     const kdtree *t = w->kdtree;
     if (!t || !t->built || t->slots.count == 0) return false;
-    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of, cell_of};
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of, cell_of, prefetch_of};
     return true;
 }

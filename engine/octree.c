@@ -1668,9 +1668,22 @@ static void bounds_of(const void *p, uint64_t handle, float lo[3], float hi[3]) 
     memcpy(hi, n->hi, sizeof n->hi);
 }
 
+static void prefetch_of(const void *p, uint64_t handle) {
+    const octree *t = p;
+    const oc_node *n = &t->nodes[handle];
+    for (size_t at = 64; at < sizeof *n; at += 64) __builtin_prefetch((const char *)n + at);
+    if (n->end == n->begin) return;
+    const tree_slots *s = &t->slots;
+    for (int k = 0; k < t->dims; k++) {
+        __builtin_prefetch(s->smin[s->cur][k] + n->begin);
+        __builtin_prefetch(s->smax[s->cur][k] + n->begin);
+    }
+    __builtin_prefetch(s->sid[s->cur] + n->begin);
+}
+
 bool octree_query_view(const broadphase_world *w, query_view *out) {
     const octree *t = w->octree;
     if (!t || !t->built || t->slots.count == 0) return false;
-    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, bounds_of, cell_of};
+    *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, bounds_of, cell_of, prefetch_of};
     return true;
 }

@@ -533,7 +533,9 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
                 walk_entry c = {n.child[j], 0.0, OUTSIDE};
                 v->bounds(v->structure, c.handle, lo, hi);
                 c.cls = classify(q, lo, hi, &c.key);
-                if (c.cls != OUTSIDE) stack[top++] = c;
+                if (c.cls == OUTSIDE) continue;
+                if (v->prefetch) v->prefetch(v->structure, c.handle);
+                stack[top++] = c;
             }
             continue;
         }
@@ -555,6 +557,7 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
             v->bounds(v->structure, c.handle, lo, hi);
             c.cls = classify(q, lo, hi, &c.key);
             if (c.cls == OUTSIDE || c.key > o->bound) continue;
+            if (v->prefetch) v->prefetch(v->structure, c.handle);
             int at = m++;
             for (; at > 0 && kids[at - 1].key < c.key; at--) kids[at] = kids[at - 1];
             kids[at] = c;

@@ -55,6 +55,9 @@ typedef struct query_view {
     void (*bounds)(const void *structure, uint64_t handle, float lo[3], float hi[3]);
     /* The region a node divides (broadphase_visit_nodes); NULL for the fields, which have none. */
     void (*cell)(const void *structure, uint64_t handle, float lo[3], float hi[3]);
+    /* Optional: starts loading what visiting the node will read (its record, its own objects),
+     * called for a child the query reaches, some time before the walker pops it. */
+    void (*prefetch)(const void *structure, uint64_t handle);
 } query_view;
 
 /* The views of the structures; false when there is nothing to walk. */

@@ -478,6 +478,6 @@ static void bounds_of(const void *p, uint64_t handle, float lo[3], float hi[3]) 
 
 bool statics_query_view(const statics_field *f, query_member member, query_view *out) {
     if (f->levels == 0 || f->level[0].count == 0) return false;
-    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member, bounds_of, NULL};
+    *out = (query_view){f, (uint64_t)f->levels << 32, query_node_of, member, bounds_of, NULL, NULL};
     return true;
 }
