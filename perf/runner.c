@@ -3,6 +3,7 @@
  * below 200 000 objects, exact predicates on sampled objects above). */
 #include "broadphase.h"
 #include "scenes.h"
+#include "svg.h"
 #include "../simd/overlap.h"
 
 #include <errno.h>
@@ -39,6 +40,10 @@ typedef struct options {
     bool events; /* config.pair_events, with counts of the pairs begun and ended */
     bool verbose;
     bool levels; /* the per-level table of the tree after the last step */
+    /* --svg: a picture of the world after the run; --svg-box, --svg-ray, --svg-plane */
+    const char *svg_path;
+    svg_options svg;
+    bool svg_plane_set;
 } options;
 
 static const char *const method_names[] = {
@@ -83,6 +88,22 @@ static void usage(FILE *out) {
             "  --verbose             per-frame lines even for more than %d frames, and --levels\n"
             "  --levels              after the summary, the tree level by level as of the last\n"
             "                        step: nodes, leaves and objects held at each depth\n"
+            "  --svg FILE            after the run, an SVG picture of the world as the last\n"
+            "                        step left it (with --frames 0, after one step): the tree's\n"
+            "                        cells, the static and rest fields' node bounds, the objects\n"
+            "                        (those in a pair outlined in red, joined centre to centre)\n"
+            "                        and a caption; meant for up to a few thousand objects\n"
+            "  --svg-box X0,Y0,X1,Y1 a box query in the picture: the box, its candidates (the\n"
+            "                        objects of the nodes it reaches) and its hits. 3D: either\n"
+            "                        X0,Y0,Z0,X1,Y1,Z1, or 4 numbers on the --svg-plane's axes,\n"
+            "                        the box then spanning the objects along the third axis\n"
+            "  --svg-ray OX,OY,DX,DY[,MAX_T]\n"
+            "                        a ray in the picture: its hits, where it enters each, the\n"
+            "                        first marked; endless without MAX_T. 3D: OX,OY,OZ,DX,DY,DZ\n"
+            "                        [,MAX_T], or 4 or 5 numbers on the plane's axes, the origin\n"
+            "                        then halfway through the objects along the third axis\n"
+            "  --svg-plane P         xy | xz | yz: the plane a 3D world is projected onto, along\n"
+            "                        the third axis (default xy; 2D scenes: xy only)\n"
             "  --help                this text\n"
             "exit status: 0 on success; 1 on a failed --check (the first difference is named on\n"
             "stderr) or a library error; 2 on a bad option or a configuration the library\n"
@@ -210,6 +231,15 @@ static int parse_options(int argc, char **argv, options *o) {
             o->looseness_set = ok = value && *value && *end == '\0';
         } else if (strcmp(name, "--check-full-limit") == 0) {
             ok = parse_count(value, SIZE_MAX, &o->check_full_limit);
+        } else if (strcmp(name, "--svg") == 0) {
+            o->svg_path = value;
+            ok = value && *value;
+        } else if (strcmp(name, "--svg-box") == 0) {
+            ok = svg_parse_box(value, &o->svg);
+        } else if (strcmp(name, "--svg-ray") == 0) {
+            ok = svg_parse_ray(value, &o->svg);
+        } else if (strcmp(name, "--svg-plane") == 0) {
+            o->svg_plane_set = ok = svg_parse_plane(value, &o->svg.plane);
         } else if (strcmp(name, "--check-sample") == 0) {
             ok = parse_count(value, SIZE_MAX, &o->check_sample) && o->check_sample > 0;
         } else {
@@ -221,6 +251,10 @@ static int parse_options(int argc, char **argv, options *o) {
                     value ? ": " : "", value ? value : "");
             return 2;
         }
+    }
+    if (!o->svg_path && (o->svg.box_count || o->svg.ray_count || o->svg_plane_set)) {
+        fprintf(stderr, "broadphase-run: --svg-box, --svg-ray and --svg-plane need --svg FILE\n");
+        return 2;
     }
     return 0;
 }
@@ -717,6 +751,56 @@ static int tree_levels(broadphase_world *w, const broadphase_stats *stats, bool 
     return result;
 }
 
+/* --svg: the picture of the world as the last step left it, after one step when no frame ran.
+ * false on a library or file error (reported). */
+static bool write_picture(broadphase_world *w, const scene *s, const uint32_t *ids,
+                          const options *o, size_t frames_done) {
+    if (frames_done == 0) {
+        broadphase_status st = broadphase_step(w, NULL);
+        if (st != BROADPHASE_OK) {
+            api_error(w, "broadphase_step (for --svg)", SIZE_MAX, st);
+            return false;
+        }
+        printf("svg: no frame was run: stepped once for the picture\n");
+    }
+    char title[256], leaf[32] = "default leaf size";
+    if (o->leaf_size) snprintf(leaf, sizeof leaf, "leaf size %d", o->leaf_size);
+    snprintf(title, sizeof title, "%s, n %zu, seed %llu, after %zu frame%s: %s%s, %s",
+             scene_name(o->scene), o->count, (unsigned long long)o->seed,
+             frames_done ? frames_done : 1, frames_done > 1 ? "s" : "", method_names[o->method],
+             o->method == BROADPHASE_METHOD_OCTREE && s->dimensions == 2 ? " (quadtree)" : "",
+             o->method == BROADPHASE_METHOD_BRUTE_FORCE ? "no tree" : leaf);
+    svg_options so = o->svg;
+    so.title = title;
+    FILE *f = fopen(o->svg_path, "w");
+    if (!f) {
+        fprintf(stderr, "broadphase-run: cannot write %s: %s\n", o->svg_path, strerror(errno));
+        return false;
+    }
+    svg_summary sum;
+    int st = svg_write(f, w, s, ids, &so, &sum);
+    bool write_failed = ferror(f) != 0;
+    write_failed |= fclose(f) != 0;
+    if (st != (int)BROADPHASE_OK) {
+        api_error(w, sum.failed_call, SIZE_MAX, (broadphase_status)st);
+        return false;
+    }
+    if (write_failed) {
+        fprintf(stderr, "broadphase-run: writing %s failed\n", o->svg_path);
+        return false;
+    }
+    printf("svg: %s: %zu objects, %zu nodes, %zu pairs (%zu objects in a pair)", o->svg_path,
+           sum.objects, sum.nodes, sum.pairs, sum.paired_objects);
+    if (so.box_count) printf("; box: %zu candidates, %zu hits", sum.candidates, sum.hits);
+    if (so.ray_count) {
+        printf("; ray: %zu hits", sum.ray_hits);
+        if (sum.closest != UINT32_MAX)
+            printf(", the first %u at t %g", sum.closest, (double)sum.closest_t);
+    }
+    printf("\n");
+    return true;
+}
+
 static void print_series(const char *name, const double *v, size_t n, double *scratch) {
     double median, min;
     series_stats(v, n, scratch, &median, &min);
@@ -736,6 +820,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     double scene_ms = now_ms() - t0;
+    if (o.svg_path && s.dimensions == 2 && o.svg.plane != SVG_PLANE_XY) {
+        fprintf(stderr, "broadphase-run: --svg-plane: scene %s is 2D, drawn on xy only\n",
+                scene_name(o.scene));
+        scene_free(&s);
+        return 2;
+    }
 
     broadphase_config cfg = broadphase_config_default(s.dimensions);
     cfg.method = o.method;
@@ -993,6 +1083,7 @@ int main(int argc, char **argv) {
             check_failed = true;
         }
     }
+    if (o.svg_path && !write_picture(w, &s, ids, &o, n)) goto done;
     if (o.check) {
         if (check_failed) {
             printf("check: FAILED at %.*s (details on stderr)\n", (int)strcspn(chk.message, ":"),
