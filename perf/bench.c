@@ -34,7 +34,9 @@ typedef enum bench_variant {
 static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only", "_no_rest"};
 
 /* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
- * scene that was stepped once, one query at a time (single) or in one batched call. */
+ * scene (or of plane2d, the "2d" cases) that was stepped once, one query at a time (single) or in
+ * one batched call; or the same queries on a peer library's structure after one frame, one at a
+ * time on one thread (the box, ray and closest-ray queries that it offers, peers.h). */
 typedef enum bench_query {
     QUERY_NONE,    /* a step case */
     QUERY_BOX,     /* boxes of side 3.6: about 10 hits each */
@@ -49,6 +51,9 @@ static const char *const query_names[] = {"", "box", "sphere", "ray", "closest",
 #define QUERY_K 16
 #define QUERY_HALF 1.8f
 #define QUERY_RADIUS 2.0f
+/* A peer query case compares the answers to its first QUERY_CHECK queries with the kd-tree's
+ * in its set-up. */
+#define QUERY_CHECK 200
 
 typedef struct bench_case {
     scene_kind scene;
@@ -165,6 +170,49 @@ static void add_query_cases(size_t count, const int *threads, int thread_count) 
     }
 }
 
+static bool scene_is_2d(scene_kind kind) {
+    return kind == SCENE_PLANE2D || kind == SCENE_MOVING2D;
+}
+
+static void add_single_query_case(scene_kind kind, bench_engine engine, peer_engine which,
+                                  size_t count, bench_query q) {
+    add_variant_case(kind, VARIANT_PLAIN, engine, which, BROADPHASE_UPDATE_AUTO, count, 1);
+    bench_case *c = &bench_cases[bench_cases_count - 1];
+    c->query = q;
+    snprintf(c->name, sizeof c->name, "query/%s/%s%s/n:%zu/single/threads:1", query_names[q],
+             engine_name(c), scene_is_2d(kind) ? "/2d" : "", count);
+}
+
+/* The largest N at which a peer's query cases run (their set-up is not timed, but it is paid
+ * once for each peer, scene and N: see park_peer). bullet-sap: creating 1e5 proxies takes about
+ * two minutes, 1e6 hours (see peer_max_count); the rest build 1e6 in seconds (box2d in about
+ * 30 s, its warm-up frame querying every proxy). */
+static size_t peer_query_max_count(peer_engine which) {
+    return which == PEER_BULLET_SAP ? 100000 : 1000000;
+}
+
+/* The peers' queries, single and on one thread, next to ours: on uniform (3D peers) and on
+ * plane2d (2D peers; Box2D is 2D only), the latter with our trees' 2D cases for comparison. A
+ * peer's kinds come in a row, so that they share one set-up (park_peer). */
+static void add_peer_query_cases(size_t count) {
+    static const bench_query kinds[] = {QUERY_BOX, QUERY_RAY, QUERY_CLOSEST};
+    static const peer_query peer_kinds[] = {PEER_QUERY_BOX, PEER_QUERY_RAY, PEER_QUERY_CLOSEST};
+    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
+    for (size_t m = 0; m < 2; m++) {
+        for (size_t q = 0; q < 3; q++)
+            add_single_query_case(SCENE_PLANE2D, trees[m], PEER_ENGINE_COUNT, count, kinds[q]);
+    }
+    for (int e = 0; e < PEER_ENGINE_COUNT; e++) {
+        peer_engine which = (peer_engine)e;
+        scene_kind kind = peer_supports(which, 3) ? SCENE_UNIFORM : SCENE_PLANE2D;
+        if (!peer_available(which) || count > peer_query_max_count(which)) continue;
+        for (size_t q = 0; q < 3; q++) {
+            if (peer_has_query(which, peer_kinds[q]))
+                add_single_query_case(kind, BENCH_PEER, which, count, kinds[q]);
+        }
+    }
+}
+
 /* 1, 2, 4, ... up to the hardware thread count, then that count itself if it is not a power of
  * two; returns how many. */
 static int thread_counts(int out[32]) {
@@ -172,10 +220,6 @@ static int thread_counts(int out[32]) {
     for (int t = 1; t <= hardware && n < 31; t *= 2) out[n++] = t;
     if (out[n - 1] != hardware) out[n++] = hardware;
     return n;
-}
-
-static bool scene_is_2d(scene_kind kind) {
-    return kind == SCENE_PLANE2D || kind == SCENE_MOVING2D;
 }
 
 /* The largest N at which a peer runs on a scene. Measured on the 2-core development machine (AMD
@@ -271,7 +315,10 @@ static void build_cases(void) {
             }
         }
         if (counts[n] == 1000000) add_still_world_cases(threads, thread_count);
-        if (counts[n] >= 100000) add_query_cases(counts[n], threads, thread_count);
+        if (counts[n] >= 100000) {
+            add_query_cases(counts[n], threads, thread_count);
+            add_peer_query_cases(counts[n]);
+        }
     }
 }
 
@@ -382,8 +429,12 @@ static bool pairs_differ(const broadphase_pairs *want, const uint64_t *got, size
     return false;
 }
 
+static bool check_peer_queries(bench_run *r, const broadphase_world *w, char *error,
+                               size_t error_size);
+
 /* Checked, not assumed: the peer's pairs after its warm-up frame against the kd-tree's (itself
- * checked against the oracle by the tests) on the same boxes. */
+ * checked against the oracle by the tests) on the same boxes; in a query case, also the answers
+ * to its first queries. */
 static bool check_peer(bench_run *r, char *error, size_t error_size) {
     broadphase_world *w = NULL;
     const char *stage;
@@ -402,15 +453,59 @@ static bool check_peer(bench_run *r, char *error, size_t error_size) {
         const uint64_t *got = peer_sorted_pairs(r->p, &got_count);
         ok = !pairs_differ(&want, got, got_count, error, error_size);
     }
+    if (ok && r->c->query != QUERY_NONE) ok = check_peer_queries(r, w, error, error_size);
     broadphase_destroy(w);
     return ok;
 }
 
+/* A peer made for query cases outlives its case, so that the next case on the same peer, scene
+ * and N (its box, ray and closest-ray cases come in a row) skips the set-up, which is most of
+ * a case's time (bullet-sap: two minutes at 1e5). The queries do not change the structure. */
+static struct {
+    peer *p;
+    const bench_case *c;
+} parked;
+
+static void park_release(void) {
+    peer_destroy(parked.p);
+    parked.p = NULL;
+}
+
+static void park_peer(bench_run *r) {
+    static bool registered;
+    if (!registered) registered = atexit(park_release) == 0;
+    park_release();
+    parked.p = r->p;
+    parked.c = r->c;
+    r->p = NULL;
+}
+
+/* The parked peer when it was made for the same peer, scene and N as case c. */
+static peer *unpark_peer(const bench_case *c) {
+    peer *p = NULL;
+    if (parked.p && parked.c->peer == c->peer && parked.c->scene == c->scene &&
+        parked.c->count == c->count) {
+        p = parked.p;
+        parked.p = NULL;
+    }
+    park_release();
+    return p;
+}
+
 static bool setup_peer(bench_run *r, char *error, size_t error_size) {
     peer_boxes boxes = scene_peer_boxes(&r->s);
+    bool queries = r->c->query != QUERY_NONE;
+    if (queries && (r->p = unpark_peer(r->c))) {
+        size_t count = 0;
+        peer_sorted_pairs(r->p, &count);
+        r->last_pairs = count;
+        return true; /* checked by bench_setup, with the case's queries */
+    }
     float lo[3], hi[3];
     peer_world_bounds(&boxes, r->s.count, r->s.dimensions, r->s.world_size, lo, hi);
-    r->p = peer_create(r->c->peer, r->s.dimensions, r->s.count, &boxes, lo, hi);
+    r->p = queries
+               ? peer_create_for_queries(r->c->peer, r->s.dimensions, r->s.count, &boxes, lo, hi)
+               : peer_create(r->c->peer, r->s.dimensions, r->s.count, &boxes, lo, hi);
     if (!r->p) {
         snprintf(error, error_size, "%s: could not create (unavailable or out of memory)",
                  peer_engine_name(r->c->peer));
@@ -423,19 +518,23 @@ static bool setup_peer(bench_run *r, char *error, size_t error_size) {
         return false;
     }
     r->last_pairs = (size_t)count;
-    return check_peer(r, error, error_size);
+    return queries || check_peer(r, error, error_size); /* query cases: once the queries exist */
 }
 
-/* The queries of a query case, from their own seed: centres uniform in the scene's cube, ray
- * directions uniform in a cube scaled to length about L/10 (max_t 1). */
+/* The queries of a query case, from their own seed: centres uniform in the scene's cube (square
+ * in 2D, z 0), ray directions uniform in a cube (square) scaled to length about L/10 (max_t
+ * 1). */
 static bool setup_queries(bench_run *r) {
     for (int j = 0; j < 14; j++)
         if (!(r->qcol[j] = malloc(QUERY_BATCH * sizeof(float)))) return false;
     uint64_t rng = 99;
     float L = r->s.world_size;
+    int dims = r->s.dimensions;
     for (size_t i = 0; i < QUERY_BATCH; i++) {
-        float d[3], len = 0.0f;
+        float d[3] = {0, 0, 0}, len = 0.0f;
         for (int k = 0; k < 3; k++) {
+            r->qcol[k][i] = 0.0f;
+            if (k >= dims) continue;
             r->qcol[k][i] = L * scene_uniform(&rng);
             d[k] = 2.0f * scene_uniform(&rng) - 1.0f;
             len += d[k] * d[k];
@@ -458,12 +557,106 @@ static bool setup_queries(bench_run *r) {
     return r->qids && r->qd2 && r->qhits && r->qoffsets && r->qcounts;
 }
 
+/* Query i of the case: centre (origin), ray direction, box. */
+static void query_at(const bench_run *r, size_t i, float c[3], float d[3], float lo[3],
+                     float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        c[k] = r->qcol[k][i];
+        d[k] = r->qcol[3 + k][i];
+        lo[k] = r->qcol[6 + k][i];
+        hi[k] = r->qcol[9 + k][i];
+    }
+}
+
+/* One frame of a peer's query case: every query once, single; the results found, or -1 when
+ * the peer ran out of memory. */
+static long long peer_query_frame(bench_run *r) {
+    long long results = 0;
+    for (size_t i = 0; i < QUERY_BATCH; i++) {
+        float c[3], d[3], lo[3], hi[3];
+        query_at(r, i, c, d, lo, hi);
+        long long n;
+        if (r->c->query == QUERY_BOX) {
+            const uint32_t *ids;
+            n = peer_query_box(r->p, lo, hi, &ids);
+        } else if (r->c->query == QUERY_RAY) {
+            const peer_ray_hit *hits;
+            n = peer_raycast(r->p, c, d, 1.0f, &hits);
+        } else {
+            peer_ray_hit hit;
+            n = peer_raycast_closest(r->p, c, d, 1.0f, &hit);
+        }
+        if (n < 0) return -1;
+        results += n;
+    }
+    return results;
+}
+
+/* The first difference between the kd-tree's answer to query i and the peer's, as a message;
+ * false when they are the same: ids, and ray hits' t within 1e-4 of the engine's (the adapters
+ * compute it with the engine's formula, so it is the same to the bit in practice), in order. */
+static bool peer_query_differs(bench_run *r, const broadphase_world *w, size_t i, char *error,
+                               size_t error_size) {
+    float c[3], d[3], lo[3], hi[3];
+    query_at(r, i, c, d, lo, hi);
+    size_t want = 0;
+    long long got = -1;
+    broadphase_status st = BROADPHASE_OK;
+    bool same = true;
+    if (r->c->query == QUERY_BOX) {
+        const uint32_t *ids = NULL;
+        st = broadphase_query_box(w, lo, hi, r->qids, r->qcapacity, &want);
+        got = peer_query_box(r->p, lo, hi, &ids);
+        for (size_t j = 0; got == (long long)want && j < want; j++)
+            same = same && ids[j] == r->qids[j];
+    } else if (r->c->query == QUERY_RAY) {
+        const peer_ray_hit *hits = NULL;
+        st = broadphase_raycast(w, c, d, 1.0f, r->qhits, r->qcapacity, &want);
+        got = peer_raycast(r->p, c, d, 1.0f, &hits);
+        for (size_t j = 0; got == (long long)want && j < want; j++)
+            same =
+                same && hits[j].id == r->qhits[j].id && fabsf(hits[j].t - r->qhits[j].t) <= 1e-4f;
+    } else {
+        peer_ray_hit hit = {0, 0.0f};
+        bool found = false;
+        st = broadphase_raycast_closest(w, c, d, 1.0f, r->qhits, &found);
+        want = found;
+        got = peer_raycast_closest(r->p, c, d, 1.0f, &hit);
+        same = !found || (hit.id == r->qhits[0].id && fabsf(hit.t - r->qhits[0].t) <= 1e-4f);
+    }
+    if (st != BROADPHASE_OK) {
+        snprintf(error, error_size, "kd-tree %s query %zu for the check: %s",
+                 query_names[r->c->query], i, broadphase_status_string(st));
+        return true;
+    }
+    if (got == (long long)want && same) return false;
+    snprintf(error, error_size,
+             "%s query %zu differs from the kd-tree's: %zu results, the peer's %lld%s",
+             query_names[r->c->query], i, want, got,
+             got == (long long)want ? " (different ids or t)" : "");
+    return true;
+}
+
+static bool check_peer_queries(bench_run *r, const broadphase_world *w, char *error,
+                               size_t error_size) {
+    for (size_t i = 0; i < QUERY_CHECK && i < QUERY_BATCH; i++)
+        if (peer_query_differs(r, w, i, error, error_size)) return false;
+    return true;
+}
+
 /* One frame of a query case: every query once; last_pairs gets the results found. */
 static int query_frame(bench_run *r) {
     const float *const *col = (const float *const *)r->qcol;
     size_t results = 0;
     broadphase_status st = BROADPHASE_OK;
     bench_query kind = r->c->query;
+    if (r->p) {
+        long long found = peer_query_frame(r);
+        if (found < 0) return (int)BROADPHASE_ERROR_OUT_OF_MEMORY;
+        r->frames++;
+        r->last_pairs = (size_t)found;
+        return (int)BROADPHASE_OK;
+    }
     if (!r->c->batched) {
         for (size_t i = 0; i < QUERY_BATCH && st == BROADPHASE_OK; i++) {
             float c[3] = {col[0][i], col[1][i], col[2][i]};
@@ -527,17 +720,20 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
         return NULL;
     }
     r->c = &bench_cases[i];
+    if (error_size > 0) error[0] = '\0';
+    if (r->c->engine != BENCH_PEER || r->c->query == QUERY_NONE) park_release();
     if (!scene_make(&r->s, r->c->scene, r->c->count, BENCH_SEED) ||
         !(r->ids = malloc((r->c->count ? r->c->count : 1) * sizeof *r->ids))) {
         snprintf(error, error_size, "out of memory building the scene");
         bench_teardown(r);
         return NULL;
     }
-    bool ok = r->c->engine == BENCH_PEER ? setup_peer(r, error, error_size)
-                                         : setup_ours(r, error, error_size);
+    bool peer_case = r->c->engine == BENCH_PEER;
+    bool ok = peer_case ? setup_peer(r, error, error_size) : setup_ours(r, error, error_size);
     if (ok && r->c->query != QUERY_NONE) {
-        ok = setup_queries(r) && query_frame(r) == (int)BROADPHASE_OK; /* warm-up */
-        if (!ok) snprintf(error, error_size, "query set-up failed");
+        ok = setup_queries(r) && (!peer_case || check_peer(r, error, error_size));
+        if (ok && query_frame(r) != (int)BROADPHASE_OK) ok = false; /* warm-up */
+        if (!ok && !error[0]) snprintf(error, error_size, "query set-up failed");
     }
     if (!ok) {
         bench_teardown(r);
@@ -573,8 +769,8 @@ static int peer_bench_frame(bench_run *r) {
 /* One frame as a user runs it: push every position (unchanged in static scenes, so the update
  * path still runs), then step. */
 int bench_frame(bench_run *r) {
-    if (r->p) return peer_bench_frame(r);
     if (r->c->query != QUERY_NONE) return query_frame(r);
+    if (r->p) return peer_bench_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
     broadphase_pairs pairs = {0};
     if (st == BROADPHASE_OK) st = broadphase_step(r->w, &pairs);
@@ -627,6 +823,7 @@ double bench_rebuilds_per_frame(const bench_run *r) {
 
 void bench_teardown(bench_run *r) {
     if (!r) return;
+    if (r->p && r->c->query != QUERY_NONE) park_peer(r);
     broadphase_destroy(r->w);
     peer_destroy(r->p);
     for (int j = 0; j < 14; j++) free(r->qcol[j]);

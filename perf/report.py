@@ -557,11 +557,34 @@ def still_markdown(res, args, base_dir):
 QUERY_KINDS = ("box", "sphere", "ray", "closest", "nearest16")
 QUERY_LABELS = {"box": "box (about 10 hits)", "sphere": "ball r = 2", "ray": "ray L/10, all hits",
                 "closest": "ray L/10, closest", "nearest16": "16 nearest"}
+QUERY_LABELS_2D = {"box": "2D box (about 3 hits)", "ray": "2D ray L/10, all hits",
+                   "closest": "2D ray L/10, closest"}
+
+
+def parse_query_name(name):
+    """query/<kind>/<engine>[/2d]/n:<N>/<mode>/threads:<T>[/flags] ->
+    (space, kind, engine, n, mode, threads), space "3d" (uniform) or "2d" (plane2d); or None."""
+    parts = [p for p in name.split("/") if p and p not in NAME_FLAGS]
+    if len(parts) < 6 or parts[0] != "query":
+        return None
+    kind, engine, rest = parts[1], parts[2], parts[3:]
+    space = "3d"
+    if rest[0] == "2d":
+        space, rest = "2d", rest[1:]
+    try:
+        n = int(float(rest[0].split(":")[1]))
+        mode, threads = rest[1], int(rest[2].split(":")[1])
+    except (IndexError, ValueError):
+        return None
+    return space, kind, engine, n, mode, threads
 
 
 def queries_markdown(paths, base_dir):
-    """Spatial queries (issue 6): queries per second from query/<kind>/<engine>/n:<N>/<mode>/
-    threads:<T> medians, single and batched, and the speed-up over brute force where it ran."""
+    """Spatial queries (issue 6): queries per second from query/<kind>/<engine>[/2d]/n:<N>/<mode>/
+    threads:<T> medians, single and batched, the speed-up over brute force where it ran, and
+    the peer libraries' single queries with our speed-up over the fastest of them. Files are
+    merged in order, a later file's figures replacing an earlier one's (a peers run over the
+    main run, say)."""
     rec, contexts = {}, []
     for path in paths:
         with open(path) as f:
@@ -573,12 +596,13 @@ def queries_markdown(paths, base_dir):
                 continue
             if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
                 continue
-            parts = name.split("/")
-            kind, engine = parts[1], parts[2]
-            n = int(parts[3].split(":")[1])
-            mode, threads = parts[4], int(parts[5].split(":")[1])
-            rec[(kind, engine, n, mode, threads)] = float(b["items_per_second"])
-    most = max((k[4] for k in rec), default=1)
+            key = parse_query_name(name)
+            if key is None or "items_per_second" not in b:
+                warn(f"{path}: skipped (not query/<kind>/<engine>/...): {name}")
+                continue
+            rec[key] = float(b["items_per_second"])
+    most = max((k[5] for k in rec), default=1)
+    has_peers = any(key[2] not in OURS for key in rec)
 
     class Ctx:
         pass
@@ -591,26 +615,52 @@ def queries_markdown(paths, base_dir):
                 "queries at uniform random places: `single` calls the single query 10,000 times "
                 "on one thread; `batched` makes one batched call on the world's worker threads. "
                 f"`x brute` is the batched figure at {most} threads over brute force's. "
-                f"Made by `{command}`.", ""]
-    rows = []
-    for n in sorted({k[2] for k in rec}):
-        for kind in QUERY_KINDS:
-            brute = rec.get((kind, "brute", n, "batched", most))
-            for engine in ("kdtree", "octree", "brute"):
-                single = rec.get((kind, engine, n, "single", 1))
-                b1 = rec.get((kind, engine, n, "batched", 1))
-                bm = rec.get((kind, engine, n, "batched", most))
-                if single is None and b1 is None and bm is None:
-                    continue
+                + ("The 2D rows run on `plane2d` (density 0.12 per unit area), the same queries "
+                   "in the plane. " if any(key[0] == "2d" for key in rec) else "")
+                + ("Peer libraries answer with their own query on their broadphase after one "
+                   "frame, with the exact test in the callback (Bullet `aabbTest` and `rayTest`, "
+                   "bullet-sap through its ray-cast accelerator, a btDbvtBroadphase; FCL "
+                   "`collide` with a box object; Box2D `Query` and `RayCast`), one query at a "
+                   "time on one thread, the results sorted as ours; every case checks its first "
+                   "200 answers against ours. `x best peer` is our single figure over the "
+                   "fastest peer's. " if has_peers else "")
+                + f"Made by `{command}`.", ""]
 
-                def k(v):
-                    return "-" if not v else f"{v / 1000:,.0f}" if v >= 10000 else \
-                        f"{v / 1000:.2g}"
-                rows.append([f"{n:,}", QUERY_LABELS.get(kind, kind), engine, k(single), k(b1),
-                             k(bm), fmt_x(bm / brute) if bm and brute and engine != "brute"
-                             else "-"])
-    out += table(["N", "query", "method", "single 1T", "batched 1T", f"batched {most}T",
-                  "x brute"], ["---:", "---", "---", "---:", "---:", "---:", "---:"], rows)
+    def k(v):
+        return "-" if not v else f"{v / 1000:,.0f}" if v >= 10000 else f"{v / 1000:.2g}"
+
+    rows = []
+    for n in sorted({key[3] for key in rec}):
+        for space in ("3d", "2d"):
+            labels = QUERY_LABELS if space == "3d" else QUERY_LABELS_2D
+            for kind in QUERY_KINDS:
+                here = {key[2]: v for key, v in rec.items()
+                        if key[:2] == (space, kind) and key[3] == n}
+                if not here:
+                    continue
+                peers = sorted({e for e in here if e not in OURS}, key=lambda e: rank(PEER_ORDER, e))
+                best = max(peers, key=lambda e: rec.get((space, kind, e, n, "single", 1)) or 0,
+                           default=None)
+                best_v = rec.get((space, kind, best, n, "single", 1)) if best else None
+                brute = rec.get((space, kind, "brute", n, "batched", most))
+                for engine in [e for e in OURS if e in here] + peers:
+                    single = rec.get((space, kind, engine, n, "single", 1))
+                    b1 = rec.get((space, kind, engine, n, "batched", 1))
+                    bm = rec.get((space, kind, engine, n, "batched", most))
+                    if single is None and b1 is None and bm is None:
+                        continue
+                    ours = engine in OURS
+                    x_brute = fmt_x(bm / brute) if ours and bm and brute and engine != "brute" \
+                        else "-"
+                    x_peer = f"{fmt_x(single / best_v)} ({best})" \
+                        if engine in TREES and single and best_v else "-"
+                    rows.append([f"{n:,}", labels.get(kind, kind), engine, k(single), k(b1), k(bm),
+                                 x_brute] + ([x_peer] if has_peers else []))
+    header = ["N", "query", "method", "single 1T", "batched 1T", f"batched {most}T", "x brute"]
+    align = ["---:", "---", "---", "---:", "---:", "---:", "---:"]
+    if has_peers:
+        header, align = header + ["x best peer"], align + ["---:"]
+    out += table(header, align, rows)
     return "\n".join(out) + "\n"
 
 

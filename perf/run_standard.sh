@@ -10,7 +10,11 @@
 # N = 1e6 for comparison, both trees, update auto, 1 thread and all of them (about a minute).
 # With --queries: query throughput (box, ball, ray, closest ray, 16 nearest) on uniform at
 # N = 1e5 and 1e6, both trees (and brute force at 1e5), single queries and batches at 1 thread
-# and all of them (about three minutes).
+# and all of them; then the peer libraries' own queries, single on one thread (bullet-dbvt and
+# bullet-sap box, ray and closest ray, fcl box, on uniform; box2d box, ray and closest ray on
+# plane2d, next to our trees' single 2D queries), bullet-sap at 1e5 only. About three minutes for
+# ours, plus the peers' set-up, paid once per peer and N: bullet-sap about two minutes at 1e5,
+# box2d about 30 s at 1e6, the others seconds.
 #
 # Usage: perf/run_standard.sh [--threads-sweep | --still | --queries] [--bench PATH] [OUT.json]
 #                             [-- OPTIONS...]
@@ -75,7 +79,7 @@ elif [ "$mode" = still ]; then
     filter="^step/((static_world|sleeping)[a-z_]*/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
 elif [ "$mode" = queries ]; then
     out=${out:-perf/results/bench-queries.json}
-    filter="^query/[a-z0-9]+/(kdtree|octree|brute)/n:(100000|1000000)/"
+    filter="^query/[a-z0-9]+/(kdtree|octree|brute|bullet-dbvt|bullet-sap|fcl|box2d)/(2d/)?n:(100000|1000000)/"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'

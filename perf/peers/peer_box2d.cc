@@ -15,10 +15,14 @@
 //   the exact float test is written out. A fat AABB contains its tight box, so the set holds
 //   every exactly overlapping pair, and a pair that passes the exact test needs no fat test (the
 //   walk makes the cheaper, exact test first; the result is the same).
+// Queries are b2BroadPhase::Query and RayCast, whose callbacks make the exact test, as
+// b2World::QueryAABB and RayCast do with the fixtures'.
 #include "peer_adapter.h"
 
 #include <box2d/b2_broad_phase.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cstdint>
 
 namespace {
@@ -140,7 +144,77 @@ class box2d_peer final : public peer {
         pairs_.insert(peer_util::key(a, b));
     }
 
+    // Query reports the proxies whose fat AABBs overlap the box (a closed test in float).
+    bool query_box(const peer_box &q) override {
+        query_ = &q;
+        broadphase_.Query(this, aabb(q));
+        return true;
+    }
+
+    // Query's callback: true to go on.
+    bool QueryCallback(int32 proxy) {
+        uint32_t i = index(proxy);
+        if (peer_util::overlap(boxes[i], *query_)) found.push_back(i);
+        return true;
+    }
+
+    bool raycast(const peer_ray &r) override {
+        cast(r, false);
+        return true;
+    }
+
+    // The callback clips the cast at each better hit, as a closest-hit callback of b2World
+    // does: the tree then skips what lies beyond.
+    bool raycast_closest(const peer_ray &r, peer_ray_hit *best, bool *any) override {
+        cast(r, true);
+        *best = best_;
+        *any = any_;
+        return true;
+    }
+
+    // RayCast's callback, for each proxy whose fat AABB the (clipped) segment may meet: the
+    // fraction to clip the segment at, or -1 to leave it. The segment runs to p1 + fraction *
+    // (p2 - p1), and p2 - p1 is dir * scale_. A fat AABB (0.1 larger than its box on every side,
+    // many units in the last place at the coordinates of the scenes here, below 1e5) keeps the
+    // float tests conservative: a box the segment touches, or that ties with the best hit, is
+    // still reported. 0 would end the cast, so a hit at t = 0 clips to the least
+    // positive fraction, which still reaches every box holding the origin (ties at 0).
+    float RayCastCallback(const b2RayCastInput &, int32 proxy) {
+        uint32_t i = index(proxy);
+        double t;
+        if (!peer_util::ray_entry(*ray_, boxes[i], &t)) return -1.0f;
+        peer_ray_hit hit{i, (float)t};
+        if (!closest_) {
+            hits.push_back(hit);
+            return -1.0f;
+        }
+        if (any_ && !peer_util::hit_before(hit, best_)) return -1.0f;
+        best_ = hit;
+        any_ = true;
+        return std::max(static_cast<float>(t / scale_), FLT_MIN);
+    }
+
   private:
+    // The segment origin + t * dir, 0 <= t <= max_t, as Box2D takes it: p1 the origin, p2 at
+    // t = max_t (at t = 1 when max_t is 0, a zero-length segment being refused), and
+    // maxFraction the share of p1 -> p2 to cast.
+    void cast(const peer_ray &r, bool closest) {
+        ray_ = &r;
+        closest_ = closest;
+        any_ = false;
+        scale_ = r.max_t > 0.0f ? (double)r.max_t : 1.0;
+        b2RayCastInput input;
+        input.p1.Set(r.origin[0], r.origin[1]);
+        input.p2.Set(static_cast<float>(r.o[0] + r.d[0] * scale_),
+                     static_cast<float>(r.o[1] + r.d[1] * scale_));
+        input.maxFraction = static_cast<float>(r.max_t / scale_);
+        broadphase_.RayCast(this, input);
+    }
+
+    uint32_t index(int32 proxy) const {
+        return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(broadphase_.GetUserData(proxy)));
+    }
+
     static b2AABB aabb(const peer_box &b) {
         b2AABB r;
         r.lowerBound.Set(b.lo[0], b.lo[1]);
@@ -151,6 +225,12 @@ class box2d_peer final : public peer {
     b2BroadPhase broadphase_;
     std::vector<int32> proxies_; // by object index
     pair_set pairs_;
+    // The query under way, for the callbacks.
+    const peer_box *query_ = nullptr;
+    const peer_ray *ray_ = nullptr;
+    bool closest_ = false, any_ = false;
+    peer_ray_hit best_{0, 0.0f};
+    double scale_ = 1.0;
 };
 
 } // namespace

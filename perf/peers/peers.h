@@ -1,7 +1,8 @@
 /* Other libraries' broadphases ("peers") behind one C interface, for the benchmarks and the
  * oracle test: Bullet's btDbvtBroadphase and bt32BitAxisSweep3, CGAL's box_self_intersection_d,
- * FCL's DynamicAABBTreeCollisionManager and Box2D's b2DynamicTree. Each is compiled in only when
- * CMake finds its library; peer_available says which ones were. */
+ * FCL's DynamicAABBTreeCollisionManager and Box2D's b2DynamicTree: their pairs, and the spatial
+ * queries of those that offer them. Each is compiled in only when CMake finds its library;
+ * peer_available says which ones were. */
 #pragma once
 
 #include <stdbool.h>
@@ -68,6 +69,57 @@ peer_times peer_last_times(const peer *p);
 const uint64_t *peer_sorted_pairs(peer *p, size_t *count_out);
 
 void peer_destroy(peer *p); /* NULL is a no-op */
+
+/* ---- spatial queries ---------------------------------------------------------------------
+ *
+ * The library's own query on the structure as of the last peer_frame, one query at a time on
+ * one thread (the libraries' queries are read-only, but nothing here is shared between
+ * threads), with the exact test of broadphase.h's contract in the callback, as a user of the
+ * library writes it: the structure reports candidates (enlarged or quantised boxes), and the
+ * adapter keeps the boxes that overlap the closed query box in float, or computes the segment's
+ * entry t into the box by the slab test in double (engine/query_math.h's formula) and keeps
+ * 0 <= t <= max_t. Results come in broadphase.h's order (ids ascending; hits by (t, id), t
+ * rounded to float), sorted inside the call, so that both sides do the same work and give the
+ * same answer. In 2D the z inputs are ignored. max_t must be finite and >= 0, dir not zero. */
+
+typedef enum peer_query {
+    PEER_QUERY_BOX,     /* Bullet aabbTest, FCL collide with a box object, Box2D Query */
+    PEER_QUERY_RAY,     /* all hits: Bullet rayTest, Box2D RayCast */
+    PEER_QUERY_CLOSEST, /* the first hit of the same ray casts */
+    PEER_QUERY_KINDS
+} peer_query;
+
+/* Same layout as broadphase_ray_hit. */
+typedef struct peer_ray_hit {
+    uint32_t id;
+    float t;
+} peer_ray_hit;
+
+/* Whether the library offers this query on its broadphase structure (CGAL has no structure to
+ * query; FCL's manager has no ray cast). */
+bool peer_has_query(peer_engine engine, peer_query kind);
+
+/* peer_create, with what the library keeps for queries switched on, for peers that queries
+ * will be asked of. Only bt32BitAxisSweep3 differs: its ray-cast accelerator (a
+ * btDbvtBroadphase kept in step with the sweep, on by default in Bullet) answers its aabbTest
+ * and rayTest, which without it loop over every proxy; peer_create leaves it off, since pairs
+ * never use it and it doubles the cost of every setAabb. */
+peer *peer_create_for_queries(peer_engine engine, int dimensions, size_t count,
+                              const peer_boxes *boxes, const float world_min[3],
+                              const float world_max[3]);
+
+/* The ids of the boxes overlapping the closed box [min, max], ascending, in *ids_out (owned by
+ * the peer, valid until the next call on it). Returns their count, or -1 when the peer has no
+ * such query or runs out of memory. */
+long long peer_query_box(peer *p, const float min[3], const float max[3], const uint32_t **ids_out);
+/* Every box hit by the segment origin + t * dir, 0 <= t <= max_t, sorted by (t, id), in
+ * *hits_out (owned by the peer, valid until the next call). Count, or -1 as above. */
+long long peer_raycast(peer *p, const float origin[3], const float dir[3], float max_t,
+                       const peer_ray_hit **hits_out);
+/* The first of those hits (least t, then least id): 1 and *hit_out, 0 when there is none, -1 as
+ * above. */
+int peer_raycast_closest(peer *p, const float origin[3], const float dir[3], float max_t,
+                         peer_ray_hit *hit_out);
 
 #ifdef __cplusplus
 }
