@@ -365,65 +365,13 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
 /* Nearest: the float distance filter first (simd_point_vs_boxes, 8 entries at a time, with the
  * bound as it stands and a relative margin of 1e-5 above the float figure's error), then the
  * exact double test of what it kept, against the bound as it tightens. */
-/* The (k + 1)-th smallest of a[0 .. n) (k < n), reordering a: Hoare's selection. */
-static float kth_smallest(float *a, size_t n, size_t k) {
-    size_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float pivot = a[lo + (hi - lo) / 2];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot) i++;
-            while (a[j] > pivot) j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i++] = a[j];
-                a[j] = t;
-                if (j == 0) break;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            return a[k];
-    }
-    return a[k];
-}
-
-/* Before k results are kept the bound is infinite, and a node with more than k entries would
- * send every one of them to the exact test. When every entry stands for its object and is its
- * exact box (no stale entries, no spheres), the k-th smallest float distance among them, with the
- * filter's margin, bounds the k-th result: k objects are at least that near. */
-static float first_limit(const broadphase_world *w, const query *q, const query_out *o,
-                         query_member m, const query_node *n, uint32_t s, uint32_t e) {
-    if (o->heap_n > 0 || m != QUERY_MEMBER_CURRENT || w->sphere_count > 0 || e - s <= q->k)
-        return INFINITY;
-    float d2f[PIECE];
-    for (uint32_t i = s; i < e; i++) d2f[i - s] = 0.0f;
-    for (int k = 0; k < q->dims; k++) {
-        const float *mn = n->own.min[k], *mx = n->own.max[k];
-        float p = q->p[k];
-        for (uint32_t i = s; i < e; i++) {
-            float a = mn[i] - p, b = p - mx[i];
-            float g = a > b ? a : b;
-            g = g > 0.0f ? g : 0.0f;
-            d2f[i - s] += g * g;
-        }
-    }
-    float kth = kth_smallest(d2f, e - s, q->k - 1);
-    return kth < INFINITY ? kth * 1.00001f : INFINITY;
-}
-
 static void nearest_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
                             const query_node *n, uint32_t begin, uint32_t end) {
     int dims = q->dims;
     uint32_t kept[PIECE + SIMD_PAD];
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
-        float limit =
-            o->bound < INFINITY ? (float)o->bound * 1.00001f : first_limit(w, q, o, m, n, s, e);
+        float limit = o->bound < INFINITY ? (float)o->bound * 1.00001f : INFINITY;
         size_t h = simd_point_vs_boxes(q->p, limit, &n->own, s, e, dims, kept);
         for (size_t j = 0; j < h; j++) {
             float lo[3], hi[3];
