@@ -31,6 +31,7 @@ enum {
     STACK_RESULTS = 256,    /* results a single query keeps on the stack before the heap */
     BATCH_CHUNK = 64,       /* queries per chunk of a batch */
     SORTED_K_MAX = 32,      /* nearest: up to this k the best are kept sorted */
+    ORDER_MIN = 256,        /* queries from which a batch runs them in Morton order */
 };
 
 typedef enum query_kind {
@@ -953,6 +954,7 @@ typedef struct batch {
     uint32_t *near_ids;
     float *near_d2;
     size_t *near_counts;
+    uint32_t *order; /* the queries in space-filling-curve order (NULL: as given) */
 } batch;
 
 /* Query i of the batch; the input was checked. */
@@ -978,6 +980,82 @@ static broadphase_status batch_query(const batch *b, size_t i, query *q) {
     float o[3] = {x->origin_x[i], x->origin_y[i], dims == 3 ? x->origin_z[i] : 0.0f};
     float d[3] = {x->dir_x[i], x->dir_y[i], dims == 3 ? x->dir_z[i] : 0.0f};
     return make_ray(q, dims, o, d, x->max_t[i], b->kind == BATCH_CLOSEST);
+}
+
+/* Where query i of the batch is: a box's or ball's centre, a ray's origin, a point. */
+static void batch_anchor(const batch *b, size_t i, float p[3]) {
+    const float *col[3];
+    float half = 0.5f;
+    if (b->kind == BATCH_BOXES) {
+        const broadphase_boxes *x = b->input;
+        const float *lo[3] = {x->min_x, x->min_y, x->min_z},
+                    *hi[3] = {x->max_x, x->max_y, x->max_z};
+        for (int k = 0; k < 3; k++)
+            p[k] = k < b->w->config.dimensions ? half * lo[k][i] + half * hi[k][i] : 0.0f;
+        return;
+    }
+    if (b->kind == BATCH_SPHERES) {
+        const broadphase_spheres *x = b->input;
+        col[0] = x->x, col[1] = x->y, col[2] = x->z;
+    } else if (b->kind == BATCH_NEAREST) {
+        const broadphase_points *x = b->input;
+        col[0] = x->x, col[1] = x->y, col[2] = x->z;
+    } else {
+        const broadphase_rays *x = b->input;
+        col[0] = x->origin_x, col[1] = x->origin_y, col[2] = x->origin_z;
+    }
+    for (int k = 0; k < 3; k++) p[k] = k < b->w->config.dimensions ? col[k][i] : 0.0f;
+}
+
+/* Queries near each other in space read the same nodes and objects: a batch runs them in Morton
+ * order of their anchors over the anchors' bounding box, so that one query finds in cache what
+ * the one before it loaded. Results go to each query's own place, so the order changes nothing
+ * but speed. False on out of memory. */
+static bool batch_order(batch *b, int workers) {
+    if (b->count < ORDER_MIN || b->count > UINT32_MAX) return true;
+    int dims = b->w->config.dimensions;
+    uint64_t *keys = malloc(b->count * sizeof *keys), *tmp = malloc(b->count * sizeof *tmp);
+    uint32_t *tmp_order = malloc(b->count * sizeof *tmp_order);
+    void *hist = malloc(threads_radix_scratch_size(workers));
+    b->order = malloc(b->count * sizeof *b->order);
+    bool ok = keys && tmp && tmp_order && hist && b->order;
+    if (ok) {
+        float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+        for (size_t i = 0; i < b->count; i++) {
+            float p[3];
+            batch_anchor(b, i, p);
+            for (int k = 0; k < dims; k++) {
+                lo[k] = fminf(lo[k], p[k]);
+                hi[k] = fmaxf(hi[k], p[k]);
+            }
+        }
+        int bits = dims == 3 ? 10 : 15;
+        double scale[3] = {0, 0, 0}, cells = (double)((1u << bits) - 1);
+        for (int k = 0; k < dims; k++) {
+            double span = (double)hi[k] - (double)lo[k]; /* finite: the input was checked */
+            scale[k] = span > 0.0 ? cells / span : 0.0;
+        }
+        for (size_t i = 0; i < b->count; i++) {
+            float p[3];
+            batch_anchor(b, i, p);
+            uint64_t c[3] = {0, 0, 0};
+            for (int k = 0; k < dims; k++) {
+                double u = ((double)p[k] - (double)lo[k]) * scale[k];
+                c[k] = u < cells ? (uint64_t)u : (uint64_t)cells;
+            }
+            keys[i] = dims == 3
+                          ? tree_spread3(c[0]) | tree_spread3(c[1]) << 1 | tree_spread3(c[2]) << 2
+                          : tree_spread2(c[0]) | tree_spread2(c[1]) << 1;
+            b->order[i] = (uint32_t)i;
+        }
+        threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,
+                                 3 * bits - (dims == 2 ? bits : 0), hist);
+    }
+    free(keys);
+    free(tmp);
+    free(tmp_order);
+    free(hist);
+    return ok;
 }
 
 static bool batch_input_ok(const broadphase_world *w, batch_kind kind, const void *input) {
@@ -1023,7 +1101,8 @@ static void batch_rows_chunk(size_t c, int worker, void *p) {
     b->chunk_start[c] = k->used;
     b->chunk_worker[c] = worker;
     size_t end = (c + 1) * BATCH_CHUNK < b->count ? (c + 1) * BATCH_CHUNK : b->count;
-    for (size_t i = c * BATCH_CHUNK; i < end && !k->failed; i++) {
+    for (size_t j = c * BATCH_CHUNK; j < end && !k->failed; j++) {
+        size_t i = b->order ? b->order[j] : j;
         query q;
         batch_query(b, i, &q);
         query_out o;
@@ -1046,22 +1125,32 @@ static void batch_rows_chunk(size_t c, int worker, void *p) {
     }
 }
 
+/* A chunk's rows, from its worker's buffer (in the order they ran) to their places. */
 static void batch_copy_chunk(size_t c, int worker, void *p) {
     (void)worker;
     batch *b = p;
     size_t first = c * BATCH_CHUNK,
            end = first + BATCH_CHUNK < b->count ? first + BATCH_CHUNK : b->count;
     const batch_worker *k = &b->workers[b->chunk_worker[c]];
-    size_t n = b->offsets[end] - b->offsets[first];
-    if (n)
-        memcpy((char *)b->dst + b->offsets[first] * k->buf.elem,
-               (const char *)k->buf.data + b->chunk_start[c] * k->buf.elem, n * k->buf.elem);
+    size_t elem = k->buf.elem;
+    const char *src = (const char *)k->buf.data + b->chunk_start[c] * elem;
+    if (!b->order) {
+        size_t n = b->offsets[end] - b->offsets[first];
+        if (n) memcpy((char *)b->dst + b->offsets[first] * elem, src, n * elem);
+        return;
+    }
+    for (size_t j = first; j < end; j++) {
+        size_t i = b->order[j], n = b->offsets[i + 1] - b->offsets[i];
+        if (n) memcpy((char *)b->dst + b->offsets[i] * elem, src, n * elem);
+        src += n * elem;
+    }
 }
 
 static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
     batch *b = p;
     batch_worker *k = &b->workers[worker];
-    for (size_t i = begin; i < end; i++) {
+    for (size_t j = begin; j < end; j++) {
+        size_t i = b->order ? b->order[j] : j;
         query q;
         batch_query(b, i, &q);
         query_buf none = {NULL, 0, sizeof(uint32_t), false};
@@ -1090,6 +1179,7 @@ static void batch_release(batch *b, int workers) {
     free(b->workers);
     free(b->chunk_start);
     free(b->chunk_worker);
+    free(b->order);
 }
 
 /* Runs a batch; rows: into dst (elements of `elem` bytes) by the offsets protocol. */
@@ -1107,7 +1197,8 @@ static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_
         b->chunk_start = malloc((chunks + 1) * sizeof(size_t));
         b->chunk_worker = malloc((chunks + 1) * sizeof(int));
     }
-    bool ok = b->workers && (!rows || (b->chunk_start && b->chunk_worker));
+    bool ok =
+        b->workers && (!rows || (b->chunk_start && b->chunk_worker)) && batch_order(b, workers);
     for (int i = 0; ok && i < workers; i++) {
         b->workers[i].buf.elem = elem;
         if (b->kind == BATCH_NEAREST && !b->near_d2 && b->k > 0) {
