@@ -1378,13 +1378,7 @@ static void prefetch_of(const void *p, uint64_t handle) {
     const kdtree *t = p;
     const kd_node *n = &t->nodes[handle];
     __builtin_prefetch((const char *)n + 64);
-    if (n->end == n->begin) return;
-    const tree_slots *s = &t->slots;
-    for (int k = 0; k < 3; k++) {
-        __builtin_prefetch(s->smin[s->cur][k] + n->begin);
-        __builtin_prefetch(s->smax[s->cur][k] + n->begin);
-    }
-    __builtin_prefetch(s->sid[s->cur] + n->begin);
+    if (n->end > n->begin) tree_slots_prefetch(&t->slots, n->begin, 3);
 }
 
 bool kdtree_query_view(const broadphase_world *w, query_view *out) {

@@ -546,6 +546,18 @@ TEST(queries_equal_reference) {
     scratch_free(&s);
 }
 
+/* A quarter of the first n ids made static, then steps with a few moves between them, so that
+ * most of the rest comes to rest (rest_share 1). */
+static void statics_then_rest(broadphase_world *w, mirror *m, uint32_t n, uint64_t *rng) {
+    for (uint32_t id = 0; id < n; id += 4)
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
+    step_ok(w);
+    move_some(w, m, 50, 1, rng);
+    step_ok(w);
+    move_some(w, m, 54, 1, rng);
+    step_ok(w);
+}
+
 /* The rest and the statics really took part (not only the changed-objects field). */
 TEST(queries_see_rest_and_statics) {
     scratch s = {0};
@@ -560,13 +572,7 @@ TEST(queries_see_rest_and_statics) {
         uint32_t *ids = malloc(3000 * sizeof *ids);
         uint64_t rng = 3;
         add_scene_mirrored(&sc, w, ids, &m);
-        for (uint32_t id = 0; id < 3000; id += 4)
-            CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
-        step_ok(w);
-        move_some(w, &m, 50, 1, &rng);
-        step_ok(w);
-        move_some(w, &m, 54, 1, &rng);
-        step_ok(w);
+        statics_then_rest(w, &m, 3000, &rng);
         broadphase_stats st;
         CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
         TEST_CONTEXT("method %zu resting %zu static %zu", mi, st.resting_objects,
@@ -1130,13 +1136,7 @@ TEST(visit_nodes_show_the_structures) {
                 CHECK_EQ_INT(log.count, 5);
                 log_free(&log);
             }
-            for (uint32_t id = 0; id < 4000; id += 4)
-                CHECK_EQ_INT(broadphase_set_static(w, 1, &id, true), BROADPHASE_OK);
-            step_ok(w);
-            move_some(w, &m, 50, 1, &rng);
-            step_ok(w);
-            move_some(w, &m, 54, 1, &rng);
-            step_ok(w);
+            statics_then_rest(w, &m, 4000, &rng);
             broadphase_stats st;
             CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
             CHECK(method_at(mi) == BROADPHASE_METHOD_BRUTE_FORCE ||

@@ -285,6 +285,22 @@ static simd_ray kernel_ray(const qm_ray *r, float max_t) {
     return k;
 }
 
+/* Boxes [begin, begin + len) at a random offset, a tenth of them world sentinels (empty), and
+ * sentinels past the end; returns begin. */
+static size_t holey_range(box_set *b, size_t len, uint64_t *state, int style, int dims) {
+    size_t begin = rng_below(state, 13), end = begin + len;
+    box_set_init(b, end + SIMD_PAD, dims);
+    for (size_t i = 0; i < b->n; i++) {
+        float mn[3], mx[3];
+        rng_box(state, style, mn, mx);
+        if (rng_below(state, 10) == 0 || i >= end)
+            box_set_sentinel(b, i, dims);
+        else
+            box_set_put(b, i, mn, mx, dims);
+    }
+    return begin;
+}
+
 TEST(ray_vs_boxes_random) {
     int failures_before = test_failures;
     long long exact_hits = 0, kept = 0, tests = 0;
@@ -295,17 +311,8 @@ TEST(ray_vs_boxes_random) {
             for (size_t len = 0; len <= 40; len++) {
                 TEST_CONTEXT("seed %llu dims %d style %d len %zu", (unsigned long long)seed, dims,
                              style, len);
-                size_t begin = rng_below(&state, 13), end = begin + len;
                 box_set b;
-                box_set_init(&b, end + SIMD_PAD, dims);
-                for (size_t i = 0; i < b.n; i++) {
-                    float mn[3], mx[3];
-                    rng_box(&state, style, mn, mx);
-                    if (rng_below(&state, 10) == 0 || i >= end)
-                        box_set_sentinel(&b, i, dims);
-                    else
-                        box_set_put(&b, i, mn, mx, dims);
-                }
+                size_t begin = holey_range(&b, len, &state, style, dims), end = begin + len;
                 float o[3], d[3], max_t;
                 rng_ray(&state, style, dims, o, d, &max_t);
                 qm_ray r;
@@ -429,17 +436,8 @@ TEST(point_vs_boxes_random) {
             for (size_t len = 0; len <= 40; len++) {
                 TEST_CONTEXT("seed %llu dims %d style %d len %zu", (unsigned long long)seed, dims,
                              style, len);
-                size_t begin = rng_below(&state, 13), end = begin + len;
                 box_set b;
-                box_set_init(&b, end + SIMD_PAD, dims);
-                for (size_t i = 0; i < b.n; i++) {
-                    float mn[3], mx[3];
-                    rng_box(&state, style, mn, mx);
-                    if (rng_below(&state, 10) == 0 || i >= end)
-                        box_set_sentinel(&b, i, dims);
-                    else
-                        box_set_put(&b, i, mn, mx, dims);
-                }
+                size_t begin = holey_range(&b, len, &state, style, dims), end = begin + len;
                 float p[3] = {0, 0, 0};
                 for (int k = 0; k < dims; k++) p[k] = rng_coord(&state, style);
                 /* the bound: some box's exact distance, so that ties at the bound are common */
@@ -451,7 +449,8 @@ TEST(point_vs_boxes_random) {
                 if (rng_below(&state, 4) == 0 || !(bound < INFINITY)) bound = INFINITY;
                 float limit = bound * 1.00001f;
                 uint32_t *want = ids_new(len + SIMD_PAD), *got = ids_new(len + SIMD_PAD);
-                size_t nwant = simd_point_vs_boxes_scalar(p, limit, &b.cols, begin, end, dims, want);
+                size_t nwant =
+                    simd_point_vs_boxes_scalar(p, limit, &b.cols, begin, end, dims, want);
                 for (int v = 0; v < VARIANT_COUNT; v++) {
                     const simd_kernels *k = variant(v);
                     if (!k) continue;
@@ -482,8 +481,8 @@ TEST(point_vs_boxes_random) {
             }
         }
     }
-    printf("point_vs_boxes_random: %lld kept, %lld within the bound, of %lld boxes\n", kept,
-           within, tests);
+    printf("point_vs_boxes_random: %lld kept, %lld within the bound, of %lld boxes\n", kept, within,
+           tests);
     CHECK(within > tests / 20 && within < tests - tests / 20);
     CHECK(kept - within < (tests - within) / 20);
 }
