@@ -322,6 +322,25 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
     return OUTSIDE;
 }
 
+/* classify for the ordered walks. A nearest search's key is computed in float and lowered by a
+ * relative 4e-6, above the float figure's error, so it stays at or below the exact key (what
+ * pruning needs: a node is skipped only when its key exceeds the bound); an overflowed figure
+ * takes the exact path. */
+static inline int classify_ordered(const query *q, const float lo[3], const float hi[3],
+                                   double *key) {
+    if (q->kind != QUERY_NEAREST) return classify(q, lo, hi, key);
+    float s = 0.0f;
+    for (int k = 0; k < q->dims; k++) {
+        float a = lo[k] - q->p[k], b = q->p[k] - hi[k];
+        float g = a > b ? a : b;
+        g = g > 0.0f ? g : 0.0f;
+        s += g * g;
+    }
+    if (!(s < INFINITY)) return classify(q, lo, hi, key);
+    *key = (double)(s * 0.999996f);
+    return PARTIAL;
+}
+
 static inline void box_at(const simd_boxes *b, uint32_t i, int dims, float lo[3], float hi[3]) {
     for (int k = 0; k < 3; k++) {
         lo[k] = k < dims ? b->min[k][i] : 0.0f;
@@ -366,9 +385,9 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
 /* Nearest: the float distance filter first (simd_point_vs_boxes, 8 entries at a time, with the
  * bound as it stands and a relative margin of 1e-5 above the float figure's error), then the
  * exact double test of what it kept, against the bound as it tightens. */
-static void nearest_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
-                            const query_node *n, uint32_t begin, uint32_t end) {
-    int dims = q->dims;
+static inline __attribute__((always_inline)) void
+nearest_objects_in(const broadphase_world *w, const query *q, query_out *o, query_member m,
+                   const query_node *n, uint32_t begin, uint32_t end, int dims) {
     uint32_t kept[PIECE + SIMD_PAD];
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
@@ -386,6 +405,15 @@ static void nearest_objects(const broadphase_world *w, const query *q, query_out
                 offer(w, q, o, id);
         }
     }
+}
+
+/* dims as a constant in each copy, so that the per-object loops unroll. */
+static void nearest_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
+                            const query_node *n, uint32_t begin, uint32_t end) {
+    if (q->dims == 3)
+        nearest_objects_in(w, q, o, m, n, begin, end, 3);
+    else
+        nearest_objects_in(w, q, o, m, n, begin, end, 2);
 }
 
 /* Rays: the float filter first (8 entries at a time), then the exact test of what it kept. A
@@ -543,8 +571,8 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
         /* Ordered: the own objects after the children (below them on the stack), so that the
          * nearer subtrees tighten the bound first; a kd-tree's upper nodes hold many. */
         double own_key;
-        if (n.own_end > n.own_begin && classify(q, n.own_lo, n.own_hi, &own_key) != OUTSIDE &&
-            own_key <= o->bound) {
+        if (n.own_end > n.own_begin &&
+            classify_ordered(q, n.own_lo, n.own_hi, &own_key) != OUTSIDE && own_key <= o->bound) {
             if (n.children == 0)
                 own_objects(w, q, o, v->member, &n);
             else
@@ -556,7 +584,7 @@ static void walk(const broadphase_world *w, const query *q, query_out *o, const 
         for (int j = 0; j < n.children; j++) {
             walk_entry c = {n.child[j], 0.0, OUTSIDE};
             v->bounds(v->structure, c.handle, lo, hi);
-            c.cls = classify(q, lo, hi, &c.key);
+            c.cls = classify_ordered(q, lo, hi, &c.key);
             if (c.cls == OUTSIDE || c.key > o->bound) continue;
             if (v->prefetch) v->prefetch(v->structure, c.handle);
             int at = m++;
