@@ -1378,7 +1378,7 @@ static void prefetch_of(const void *p, uint64_t handle) {
     const kdtree *t = p;
     const kd_node *n = &t->nodes[handle];
     __builtin_prefetch((const char *)n + 64);
-    if (n->end > n->begin) tree_slots_prefetch(&t->slots, n->begin, 3);
+    tree_slots_prefetch(&t->slots, n->begin, n->end, 3);
 }
 
 bool kdtree_query_view(const broadphase_world *w, query_view *out) {

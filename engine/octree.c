@@ -1672,7 +1672,7 @@ static void prefetch_of(const void *p, uint64_t handle) {
     const octree *t = p;
     const oc_node *n = &t->nodes[handle];
     for (size_t at = 64; at < sizeof *n; at += 64) __builtin_prefetch((const char *)n + at);
-    if (n->end > n->begin) tree_slots_prefetch(&t->slots, n->begin, t->dims);
+    tree_slots_prefetch(&t->slots, n->begin, n->end, t->dims);
 }
 
 bool octree_query_view(const broadphase_world *w, query_view *out) {
