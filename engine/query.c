@@ -417,7 +417,8 @@ static void nearest_objects(const broadphase_world *w, const query *q, query_out
 }
 
 /* Rays: the float filter first (8 entries at a time), then the exact test of what it kept. A
- * closest ray's filter stops at the best t so far. */
+ * closest ray's filter stops at the best t so far. A ray whose reciprocals are beyond the
+ * filter's range skips it: every entry goes to the exact test. */
 static void ray_objects(const broadphase_world *w, const query *q, query_out *o, query_member m,
                         const query_node *n, uint32_t begin, uint32_t end) {
     int dims = q->dims;
@@ -426,7 +427,11 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
     uint32_t kept[PIECE + SIMD_PAD];
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
-        size_t h = simd_ray_vs_boxes(&kr, &n->own, s, e, dims, kept);
+        size_t h = 0;
+        if (q->kray_ok)
+            h = simd_ray_vs_boxes(&kr, &n->own, s, e, dims, kept);
+        else
+            for (uint32_t i = s; i < e; i++) kept[h++] = i;
         for (size_t j = 0; j < h; j++) {
             float lo[3], hi[3];
             box_at(&n->own, kept[j], dims, lo, hi);
@@ -486,34 +491,16 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
         nearest_objects(w, q, o, m, n, begin, end);
         return;
     }
-    if (q->kind == QUERY_RAY && q->kray_ok) {
+    if (q->kind == QUERY_RAY) {
         ray_objects(w, q, o, m, n, begin, end);
         return;
     }
-    float lo[3], hi[3];
+    float lo[3], hi[3]; /* planes */
     for (uint32_t i = begin; i < end; i++) {
         box_at(b, i, dims, lo, hi);
         uint32_t id = n->own_id[i];
-        if (q->kind == QUERY_PLANES) {
-            if (qm_planes_box(q->planes, q->plane_count, lo, hi, dims) && member(w, m, id))
-                offer(w, q, o, id);
-        } else if (q->kind == QUERY_RAY) {
-            double t;
-            if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
-            if (q->closest && (double)(float)t > o->bound) continue;
-            if (!member(w, m, id)) continue;
-            if (is_box(w, id))
-                put_hit(q, o, id, t);
-            else
-                offer(w, q, o, id);
-        } else {
-            double d2 = qm_box_dist2(q->p, lo, hi, dims);
-            if ((double)(float)d2 > o->bound || !member(w, m, id)) continue;
-            if (is_box(w, id))
-                put_near(q, o, id, d2);
-            else
-                offer(w, q, o, id);
-        }
+        if (qm_planes_box(q->planes, q->plane_count, lo, hi, dims) && member(w, m, id))
+            offer(w, q, o, id);
     }
 }
 

@@ -272,8 +272,8 @@ size_t SIMD_WIDE(simd_point_vs_boxes)(const float p[3], float limit, const simd_
             simde__m256 mx = simde_mm256_loadu_ps(col.max[k] + i);
             ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(mn, mx, SIMDE_CMP_LE_OQ));
             /* max_ps(a, b) is a > b ? a : b, the twin's expressions */
-            simde__m256 g = simde_mm256_max_ps(simde_mm256_sub_ps(mn, q[k]),
-                                               simde_mm256_sub_ps(q[k], mx));
+            simde__m256 g =
+                simde_mm256_max_ps(simde_mm256_sub_ps(mn, q[k]), simde_mm256_sub_ps(q[k], mx));
             g = simde_mm256_max_ps(g, zero);
             d2 = simde_mm256_add_ps(d2, simde_mm256_mul_ps(g, g));
         }

@@ -32,7 +32,7 @@
     size_t simd_ray_vs_boxes_##variant(const simd_ray *ray, const simd_boxes *boxes, size_t begin, \
                                        size_t end, int dims, uint32_t *hits);                      \
     size_t simd_point_vs_boxes_##variant(const float p[3], float limit, const simd_boxes *boxes,   \
-                                         size_t begin, size_t end, int dims, uint32_t *hits);     \
+                                         size_t begin, size_t end, int dims, uint32_t *hits);      \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \

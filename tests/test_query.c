@@ -240,6 +240,8 @@ static qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng) {
         }
         if (obj != UINT32_MAX && i % 5 == 2) /* from inside an object */
             for (int k = 0; k < dims; k++) q.o[k] = m->sphere[obj] ? m->c[obj][k] : m->lo[obj][k];
+        if (i % 7 == 4) /* a reciprocal beyond the float filter's range: the exact path */
+            q.d[1] = 1e-32f;
         if (q.d[0] == 0.0f && q.d[1] == 0.0f) q.d[0] = 1.0f;
         q.max_t = i % 4 == 3 ? INFINITY : i % 4 == 2 ? 0.0f : scale * 2.0f;
         break;
