@@ -1293,12 +1293,23 @@ static void list_vs_subtree(const search_ctx *c, tree_worker *k, pairs_writer *w
 static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, const oc_node *na,
                          const oc_node *nb, size_t top) {
     size_t own_a = na->end - na->begin, own_b = nb->end - nb->begin;
+    const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
+    if (own_a <= SIMD_CROSS_MAX && own_b <= SIMD_CROSS_MAX) {
+        if (!tree_worker_reserve(k, 0, own_a * own_b + SIMD_PAD + 1, false)) {
+            fail(k);
+            return;
+        }
+        size_t h =
+            simd_boxes_cross_pairs(&c->slots, na->begin, na->end, na->lo, na->hi, &c->slots,
+                                   nb->begin, nb->end, nb->lo, nb->hi, c->dims, k->rows, k->hits);
+        tree_emit_pairs(c->w, k, wr, sid, sid, h);
+        return;
+    }
     size_t most = own_a > own_b ? own_a : own_b;
     if (!tree_worker_reserve(k, top + own_a + own_b + 2 * SIMD_PAD, most + SIMD_PAD + 1, false)) {
         fail(k);
         return;
     }
-    const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
     size_t ka = select_box(c, k, &c->slots, sid, na->begin, na->end, nb->lo, nb->hi, top);
     if (ka == 0) return;
     size_t kb = select_box(c, k, &c->slots, sid, nb->begin, nb->end, na->lo, na->hi, top + ka);

@@ -96,8 +96,11 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
     if (hit_need > k->hit_capacity) {
         size_t cap = exact ? 0 : k->hit_capacity * 2;
         if (cap < hit_need) cap = hit_need;
-        /* Room for many short rows, so that a pair kernel call covers a whole small node. */
-        if (cap < 1024) cap = 1024;
+        /* Room for many short rows, so that a pair kernel call covers a whole small node, and
+         * for the most pairs two leaves can make (simd_boxes_cross_pairs), so that the buffer
+         * does not grow in steady state when a crowded crossing first turns up. */
+        size_t least = (size_t)SIMD_CROSS_MAX * SIMD_CROSS_MAX + SIMD_PAD + 1;
+        if (cap < least) cap = least;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
         uint32_t *block = aligned_alloc(64, stride * 4 * sizeof(uint32_t));
         if (!block) return false;

@@ -124,6 +124,49 @@ size_t simd_boxes_pairs_within_scalar(const simd_boxes *boxes, size_t begin, siz
     return simd_pairs_scan(boxes, begin, end, boxes, begin, end, 1, 2, rows, cols, capacity, next);
 }
 
+/* The wide kernel's definition, one entry at a time. */
+static inline size_t simd_cross_scan(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                                     size_t b_begin, size_t b_end, const float b_lo[3],
+                                     const float b_hi[3], int dims, uint32_t *rows,
+                                     uint32_t *cols) {
+    uint32_t near_b[SIMD_CROSS_MAX + SIMD_PAD];
+    size_t nb = simd_box_scan(a_lo, a_hi, b, b_begin, b_end, dims, near_b), n = 0;
+    if (nb == 0) return 0;
+    for (size_t r = a_begin; r < a_end; r++) {
+        float qmin[3] = {a->min[0][r], a->min[1][r], dims == 3 ? a->min[2][r] : 0.0f};
+        float qmax[3] = {a->max[0][r], a->max[1][r], dims == 3 ? a->max[2][r] : 0.0f};
+        int reach = 1;
+        for (int k = 0; k < dims; k++) reach &= (b_lo[k] <= qmax[k]) & (qmin[k] <= b_hi[k]);
+        if (!reach) continue;
+        for (size_t j = 0; j < nb; j++) {
+            size_t i = near_b[j];
+            int ok = 1;
+            for (int k = 0; k < dims; k++)
+                ok &= (qmin[k] <= b->max[k][i]) & (b->min[k][i] <= qmax[k]);
+            rows[n] = (uint32_t)r;
+            cols[n] = (uint32_t)i;
+            n += (size_t)ok;
+        }
+    }
+    return n;
+}
+
+size_t simd_boxes_cross_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                                     size_t b_begin, size_t b_end, const float b_lo[3],
+                                     const float b_hi[3], int dims, uint32_t *rows,
+                                     uint32_t *cols) {
+    assert(dims == 2 || dims == 3);
+    assert(a_end - a_begin <= SIMD_CROSS_MAX && b_end - b_begin <= SIMD_CROSS_MAX);
+    if (a_end <= a_begin || b_end <= b_begin) return 0;
+    if (dims == 3)
+        return simd_cross_scan(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo, b_hi, 3,
+                               rows, cols);
+    return simd_cross_scan(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo, b_hi, 2, rows,
+                           cols);
+}
+
 /* Branch-free: every entry is copied to the next free position and kept when it qualifies. */
 size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
                                 size_t end, int dims, int axis, float plane, int side,
@@ -248,7 +291,8 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_boxes_pairs_within_scalar,
                                                  simd_ray_vs_boxes_scalar,
                                                  simd_point_vs_boxes_scalar,
-                                                 simd_boxes_select_scalar};
+                                                 simd_boxes_select_scalar,
+                                                 simd_boxes_cross_pairs_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -260,7 +304,8 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_boxes_pairs_within_avx2,
                                                simd_ray_vs_boxes_avx2,
                                                simd_point_vs_boxes_avx2,
-                                               simd_boxes_select_avx2};
+                                               simd_boxes_select_avx2,
+                                               simd_boxes_cross_pairs_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -284,7 +329,8 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_boxes_pairs_within_baseline,
                                                    simd_ray_vs_boxes_baseline,
                                                    simd_point_vs_boxes_baseline,
-                                                   simd_boxes_select_baseline};
+                                                   simd_boxes_select_baseline,
+                                                   simd_boxes_cross_pairs_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -374,4 +420,12 @@ size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t 
                          float *const dst_max[3], uint32_t *dst_ids, size_t at) {
     return simd_active()->boxes_select(src, src_ids, begin, end, dims, axis, plane, side, dst_min,
                                        dst_max, dst_ids, at);
+}
+
+size_t simd_boxes_cross_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                              const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                              size_t b_begin, size_t b_end, const float b_lo[3],
+                              const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols) {
+    return simd_active()->boxes_cross_pairs(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo,
+                                            b_hi, dims, rows, cols);
 }

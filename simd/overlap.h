@@ -44,6 +44,22 @@ size_t simd_boxes_vs_boxes_pairs_scalar(const simd_boxes *a, size_t a_begin, siz
                                         uint32_t *rows, uint32_t *cols, size_t capacity,
                                         size_t *a_next);
 
+/* Two small sets, as where two leaves of a tree meet: the entries of a in [a_begin, a_end) that
+ * overlap b's bounds [b_lo, b_hi], against the entries of b in [b_begin, b_end) that overlap a's
+ * bounds [a_lo, a_hi]; every overlapping (row in a, col in b) of those, rows ascending and cols
+ * ascending within a row. Each range holds at most SIMD_CROSS_MAX entries; rows and cols need
+ * room for (a_end - a_begin) * (b_end - b_begin) + SIMD_PAD entries. One call replaces two
+ * selections, their copies and a pair kernel. Returns how many pairs were written. */
+#define SIMD_CROSS_MAX 64
+size_t simd_boxes_cross_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                              const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                              size_t b_begin, size_t b_end, const float b_lo[3],
+                              const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);
+size_t simd_boxes_cross_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                                     size_t b_begin, size_t b_end, const float b_lo[3],
+                                     const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);
+
 /* The same within one range: every overlapping (row, col) with begin <= row < col < end; row
  * r's width is end - r - 1. */
 size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end, int dims,

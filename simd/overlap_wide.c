@@ -576,3 +576,107 @@ size_t SIMD_WIDE(simd_boxes_select)(const simd_boxes *src, const uint32_t *src_i
     return simd_select_kernel(src, src_ids, begin, end, 2, axis, plane, side, dst_min, dst_max,
                               dst_ids, at);
 }
+
+/* ---- two small sets, each narrowed to the other's bounds ---------------------------------- */
+
+/* Bit i - begin set when entry i overlaps the box; at most 64 entries. */
+SIMD_INLINE uint64_t simd_reach_mask(const float lo[3], const float hi[3],
+                                     const simd_box_columns *col, size_t begin, size_t end,
+                                     int dims) {
+    simde__m256 qlo[3], qhi[3];
+    for (int k = 0; k < 3; k++) {
+        qlo[k] = simde_mm256_set1_ps(k < dims ? lo[k] : 0.0f);
+        qhi[k] = simde_mm256_set1_ps(k < dims ? hi[k] : 0.0f);
+    }
+    uint64_t m = 0;
+    for (size_t i = begin; i < end; i += 8) {
+        unsigned c = simd_box_mask8(qlo, qhi, col, i, dims);
+        if (end - i < 8) c &= (1u << (end - i)) - 1u;
+        m |= (uint64_t)c << (i - begin);
+    }
+    return m;
+}
+
+/* The lanes of v whose bit is set in mask, moved to the front (the rest junk). */
+SIMD_INLINE simde__m256i simd_pack_index(unsigned mask) {
+    return simde_mm256_cvtepu8_epi32(
+        simde_mm_loadl_epi64((const simde__m128i *)(const void *)&simd_pack_table[mask]));
+}
+
+/* b's reaching entries are packed into a local block first (its columns and their positions),
+ * so that each reaching row of a reads ceil(reaching / 8) chunks instead of every chunk of b.
+ * Rows, chunks and lanes keep ascending order, as the scalar twin visits them. */
+SIMD_INLINE size_t simd_cross_kernel(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                                     size_t b_begin, size_t b_end, const float b_lo[3],
+                                     const float b_hi[3], int dims, uint32_t *restrict rows,
+                                     uint32_t *restrict cols) {
+    simd_box_columns cb = {{b->min[0], b->min[1], dims == 3 ? b->min[2] : NULL},
+                           {b->max[0], b->max[1], dims == 3 ? b->max[2] : NULL}};
+    uint64_t mb = simd_reach_mask(a_lo, a_hi, &cb, b_begin, b_end, dims);
+    if (mb == 0) return 0;
+    simd_box_columns ca = {{a->min[0], a->min[1], dims == 3 ? a->min[2] : NULL},
+                           {a->max[0], a->max[1], dims == 3 ? a->max[2] : NULL}};
+    uint64_t ma = simd_reach_mask(b_lo, b_hi, &ca, a_begin, a_end, dims);
+    if (ma == 0) return 0;
+    enum { ROOM = SIMD_CROSS_MAX + 8 };
+    SIMDE_ALIGN_TO_32 float pmin[3][ROOM], pmax[3][ROOM];
+    SIMDE_ALIGN_TO_32 uint32_t ppos[ROOM];
+    size_t kb = 0;
+    const simde__m256i lanes = simde_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (uint64_t left = mb; left;) {
+        unsigned at = (unsigned)__builtin_ctzll(left) & ~7u;
+        unsigned want = (unsigned)(mb >> at) & 0xffu;
+        left &= ~((uint64_t)0xff << at);
+        simde__m256i idx = simd_pack_index(want);
+        size_t i = b_begin + at;
+        for (int k = 0; k < dims; k++) {
+            simde_mm256_storeu_ps(pmin[k] + kb, simde_mm256_permutevar8x32_ps(
+                                                    simde_mm256_loadu_ps(cb.min[k] + i), idx));
+            simde_mm256_storeu_ps(pmax[k] + kb, simde_mm256_permutevar8x32_ps(
+                                                    simde_mm256_loadu_ps(cb.max[k] + i), idx));
+        }
+        simde__m256i pos = simde_mm256_add_epi32(lanes, simde_mm256_set1_epi32((int)(uint32_t)i));
+        simde_mm256_storeu_si256((simde__m256i *)(void *)(ppos + kb),
+                                 simde_mm256_permutevar8x32_epi32(pos, idx));
+        kb += simd_popcount8(want);
+    }
+    simd_box_columns cp = {{pmin[0], pmin[1], pmin[2]}, {pmax[0], pmax[1], pmax[2]}};
+    size_t n = 0;
+    while (ma) {
+        size_t r = a_begin + (size_t)__builtin_ctzll(ma);
+        ma &= ma - 1;
+        simde__m256 qlo[3], qhi[3];
+        for (int k = 0; k < dims; k++) {
+            qlo[k] = simde_mm256_set1_ps(ca.min[k][r]);
+            qhi[k] = simde_mm256_set1_ps(ca.max[k][r]);
+        }
+        simde__m256i row = simde_mm256_set1_epi32((int)(uint32_t)r);
+        for (size_t j = 0; j < kb; j += 8) {
+            unsigned m = simd_box_mask8(qlo, qhi, &cp, j, dims);
+            if (kb - j < 8) m &= (1u << (kb - j)) - 1u;
+            simde__m256i pos =
+                simde_mm256_load_si256((const simde__m256i *)(const void *)(ppos + j));
+            simde_mm256_storeu_si256((simde__m256i *)(void *)(cols + n),
+                                     simde_mm256_permutevar8x32_epi32(pos, simd_pack_index(m)));
+            simde_mm256_storeu_si256((simde__m256i *)(void *)(rows + n), row);
+            n += simd_popcount8(m);
+        }
+    }
+    return n;
+}
+
+size_t SIMD_WIDE(simd_boxes_cross_pairs)(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                         const float a_lo[3], const float a_hi[3],
+                                         const simd_boxes *b, size_t b_begin, size_t b_end,
+                                         const float b_lo[3], const float b_hi[3], int dims,
+                                         uint32_t *rows, uint32_t *cols) {
+    assert(dims == 2 || dims == 3);
+    assert(a_end - a_begin <= SIMD_CROSS_MAX && b_end - b_begin <= SIMD_CROSS_MAX);
+    if (a_end <= a_begin || b_end <= b_begin) return 0;
+    if (dims == 3)
+        return simd_cross_kernel(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo, b_hi, 3,
+                                 rows, cols);
+    return simd_cross_kernel(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo, b_hi, 2, rows,
+                             cols);
+}

@@ -33,6 +33,10 @@
                                        size_t end, int dims, uint32_t *hits);                      \
     size_t simd_point_vs_boxes_##variant(const float p[3], float limit, const simd_boxes *boxes,   \
                                          size_t begin, size_t end, int dims, uint32_t *hits);      \
+    size_t simd_boxes_cross_pairs_##variant(                                                       \
+        const simd_boxes *a, size_t a_begin, size_t a_end, const float a_lo[3],                    \
+        const float a_hi[3], const simd_boxes *b, size_t b_begin, size_t b_end,                    \
+        const float b_lo[3], const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);       \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -64,6 +68,10 @@ typedef struct simd_kernels {
     size_t (*boxes_select)(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
                            int dims, int axis, float plane, int side, float *const dst_min[3],
                            float *const dst_max[3], uint32_t *dst_ids, size_t at);
+    size_t (*boxes_cross_pairs)(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                const float a_lo[3], const float a_hi[3], const simd_boxes *b,
+                                size_t b_begin, size_t b_end, const float b_lo[3],
+                                const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

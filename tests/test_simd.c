@@ -143,7 +143,7 @@ static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "sc
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
     simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
-    simd_point_vs_boxes, simd_boxes_select};
+    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -602,6 +602,120 @@ TEST(boxes_pairs_random) {
 }
 
 /* ---- selection by a plane ------------------------------------------------------------------ */
+
+/* The cross kernel's contract by hand: a's entries that reach b's bounds against b's entries that
+ * reach a's bounds, rows ascending, columns ascending within a row. */
+static size_t expect_cross(const box_set *a, size_t a_begin, size_t a_end, const float a_lo[3],
+                           const float a_hi[3], const box_set *b, size_t b_begin, size_t b_end,
+                           const float b_lo[3], const float b_hi[3], int dims, uint32_t *rows,
+                           uint32_t *cols) {
+    size_t n = 0;
+    for (size_t r = a_begin; r < a_end; r++) {
+        float qmin[3], qmax[3];
+        box_get(a, r, dims, qmin, qmax);
+        if (!simd_pair_box_box(qmin, qmax, b_lo, b_hi, dims)) continue;
+        for (size_t i = b_begin; i < b_end; i++) {
+            float mn[3], mx[3];
+            box_get(b, i, dims, mn, mx);
+            if (simd_pair_box_box(mn, mx, a_lo, a_hi, dims) &&
+                simd_pair_box_box(qmin, qmax, mn, mx, dims)) {
+                rows[n] = (uint32_t)r;
+                cols[n++] = (uint32_t)i;
+            }
+        }
+    }
+    return n;
+}
+
+/* A random box around part of a set: the bounds of some of its entries, grown or shrunk. */
+static void rng_bounds(uint64_t *state, const box_set *s, size_t begin, size_t end, int dims,
+                       float lo[3], float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        lo[k] = k < dims ? INFINITY : 0.0f;
+        hi[k] = k < dims ? -INFINITY : 0.0f;
+    }
+    for (size_t i = begin; i < end; i++) {
+        if (rng_below(state, 3) == 0) continue;
+        float mn[3], mx[3];
+        box_get(s, i, dims, mn, mx);
+        for (int k = 0; k < dims; k++) {
+            lo[k] = mn[k] < lo[k] ? mn[k] : lo[k];
+            hi[k] = mx[k] > hi[k] ? mx[k] : hi[k];
+        }
+    }
+    if (rng_below(state, 3) == 0) { /* an empty set's bounds, inverted */
+        for (int k = 0; k < dims; k++) {
+            lo[k] = INFINITY;
+            hi[k] = -INFINITY;
+        }
+    }
+}
+
+TEST(boxes_cross_random) {
+    int failures_before = test_failures;
+    long long pairs_seen = 0, narrowed = 0;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 7919 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            /* Up to the kernel's limit on each side, often exactly at it or at a chunk edge. */
+            size_t a_begin = rng_below(&state, 9), b_begin = rng_below(&state, 9);
+            size_t a_len = rng_below(&state, 4) == 0 ? SIMD_CROSS_MAX : rng_below(&state, 65);
+            size_t b_len =
+                rng_below(&state, 4) == 0 ? 8 * rng_below(&state, 9) : rng_below(&state, 65);
+            size_t a_end = a_begin + a_len, b_end = b_begin + b_len;
+            TEST_CONTEXT("seed %llu dims %d a [%zu, %zu) b [%zu, %zu)", (unsigned long long)seed,
+                         dims, a_begin, a_end, b_begin, b_end);
+            box_set a, b;
+            box_set_init(&a, a_end + SIMD_PAD, dims);
+            box_set_init(&b, b_end + SIMD_PAD, dims);
+            fill_boxes(&a, a_end, &state, style, dims);
+            fill_boxes(&b, b_end, &state, style, dims);
+            float a_lo[3], a_hi[3], b_lo[3], b_hi[3];
+            rng_bounds(&state, &a, a_begin, a_end, dims, a_lo, a_hi);
+            rng_bounds(&state, &b, b_begin, b_end, dims, b_lo, b_hi);
+            size_t capacity = a_len * b_len + SIMD_PAD;
+            uint32_t *er = ids_new(capacity), *ec = ids_new(capacity);
+            uint32_t *rows = ids_new(capacity), *cols = ids_new(capacity);
+            size_t n = expect_cross(&a, a_begin, a_end, a_lo, a_hi, &b, b_begin, b_end, b_lo, b_hi,
+                                    dims, er, ec);
+            for (int v = 0; v < VARIANT_COUNT; v++) {
+                const simd_kernels *k = variant(v);
+                if (!k) continue;
+                size_t got = k->boxes_cross_pairs(&a.cols, a_begin, a_end, a_lo, a_hi, &b.cols,
+                                                  b_begin, b_end, b_lo, b_hi, dims, rows, cols);
+                if (!same_ids(rows, got, er, n) || !same_ids(cols, got, ec, n)) {
+                    CHECK(0);
+                    fprintf(stderr, "  %s: %zu pairs, expected %zu\n", variant_names[v], got, n);
+                }
+            }
+            /* Pairs the bounds ruled out: all pairs of the two ranges minus the kept ones. */
+            size_t all = 0;
+            for (size_t r = a_begin; r < a_end; r++) {
+                float qmin[3], qmax[3];
+                box_get(&a, r, dims, qmin, qmax);
+                for (size_t i = b_begin; i < b_end; i++) {
+                    float mn[3], mx[3];
+                    box_get(&b, i, dims, mn, mx);
+                    all += (size_t)simd_pair_box_box(qmin, qmax, mn, mx, dims);
+                }
+            }
+            pairs_seen += (long long)n;
+            narrowed += all > n;
+            free(er);
+            free(ec);
+            free(rows);
+            free(cols);
+            box_set_free(&a);
+            box_set_free(&b);
+            REQUIRE(test_failures == failures_before);
+        }
+    }
+    printf("boxes_cross_random: %lld pairs; %lld cases where the bounds ruled pairs out\n",
+           pairs_seen, narrowed);
+    CHECK(pairs_seen > 1000);
+    CHECK(narrowed > 50);
+}
 
 TEST(boxes_select_random) {
     int failures_before = test_failures;
@@ -1175,10 +1289,11 @@ TEST(pair_predicates) {
 
 TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
-          TEST_ENTRY(boxes_select_random), TEST_ENTRY(sphere_vs_spheres_random),
-          TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
-          TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
-          TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
-          TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
-          TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
-          TEST_ENTRY(ray_vs_boxes_near_boundary), TEST_ENTRY(point_vs_boxes_random))
+          TEST_ENTRY(boxes_cross_random), TEST_ENTRY(boxes_select_random),
+          TEST_ENTRY(sphere_vs_spheres_random), TEST_ENTRY(sphere_vs_boxes_random),
+          TEST_ENTRY(box_vs_spheres_random), TEST_ENTRY(sphere_vs_spheres_near_boundary),
+          TEST_ENTRY(sphere_vs_boxes_near_boundary), TEST_ENTRY(box_vs_spheres_near_boundary),
+          TEST_ENTRY(sphere_vs_spheres_edges), TEST_ENTRY(sphere_box_edges),
+          TEST_ENTRY(sphere_box_sentinel), TEST_ENTRY(pair_predicates),
+          TEST_ENTRY(ray_vs_boxes_random), TEST_ENTRY(ray_vs_boxes_near_boundary),
+          TEST_ENTRY(point_vs_boxes_random))
