@@ -1299,6 +1299,11 @@ static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, 
             fail(k);
             return;
         }
+        /* The ids are read only when pairs come out; fetch them while the kernel runs. */
+        __builtin_prefetch(sid + na->begin);
+        __builtin_prefetch(sid + na->end - 1);
+        __builtin_prefetch(sid + nb->begin);
+        __builtin_prefetch(sid + nb->end - 1);
         size_t h =
             simd_boxes_cross_pairs(&c->slots, na->begin, na->end, na->lo, na->hi, &c->slots,
                                    nb->begin, nb->end, nb->lo, nb->hi, c->dims, k->rows, k->hits);
@@ -1350,9 +1355,16 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
         size_t kept = select_box(c, k, &c->slots, sid, na->begin, na->end, nb->lo, nb->hi, top);
         list_vs_subtree(c, k, wr, b, top, top + kept);
     }
+    /* Two leaves go straight to the kernel: no call, no second bounds test. */
+    bool b_leaf = nb->sub_end == nb->end;
     for (int j = 0; j < t->nchild; j++) {
         uint32_t cj = na->child[j];
-        if ((na->live >> j & 1) && boxes_meet(&t->nodes[cj], nb, c->dims))
+        if (!(na->live >> j & 1)) continue;
+        const oc_node *nc = &t->nodes[cj];
+        if (!boxes_meet(nc, nb, c->dims)) continue;
+        if (b_leaf && nc->sub_end == nc->end)
+            cross_leaves(c, k, wr, nc, nb, top);
+        else
             cross(c, k, wr, cj, b, top);
     }
 }
