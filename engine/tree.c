@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t slot_stride(size_t capacity) {
     return (capacity + SIMD_PAD + 15) / 16 * 16;
@@ -284,23 +285,34 @@ void tree_group_moves(const uint64_t *moves, uint64_t *tmp, size_t count, uint32
     arrive_first[0] = 0;
 }
 
+/* Slots [s, e) of `from` to dst.. of `to`, column by column (the loops vectorise). */
+static void copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint32_t dst,
+                     uint32_t *restrict slot_node, uint32_t n) {
+    size_t len = e - s;
+    for (int k = 0; k < 3; k++) {
+        memcpy(t->smin[to][k] + dst, t->smin[from][k] + s, len * sizeof(float));
+        memcpy(t->smax[to][k] + dst, t->smax[from][k] + s, len * sizeof(float));
+    }
+    memcpy(t->sid[to] + dst, t->sid[from] + s, len * sizeof(uint32_t));
+    for (size_t i = 0; i < len; i++) slot_node[dst + i] = n;
+}
+
 void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *dest,
                     uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves, uint32_t n,
                     uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last) {
     int from = t->cur, to = 1 - t->cur;
-    for (uint32_t s = begin; s < end; s++) {
-        uint32_t id = t->sid[from][s];
-        if (dest[s] == TREE_DEAD) {
-            node_of[id] = WORLD_NONE;
-            continue;
+    /* The slots that stay come in long runs (few objects leave a node in one step): each run
+     * is copied whole; between runs, removed objects lose their node. */
+    for (uint32_t s = begin; s < end;) {
+        uint32_t e = s;
+        while (e < end && dest[e] == n) e++;
+        if (e > s) {
+            copy_run(t, from, to, s, e, dst, slot_node, n);
+            dst += e - s;
         }
-        if (dest[s] != n) continue;
-        for (int k = 0; k < 3; k++) {
-            t->smin[to][k][dst] = t->smin[from][k][s];
-            t->smax[to][k][dst] = t->smax[from][k][s];
-        }
-        slot_node[dst] = n;
-        t->sid[to][dst++] = id;
+        for (; e < end && dest[e] != n; e++)
+            if (dest[e] == TREE_DEAD) node_of[t->sid[from][e]] = WORLD_NONE;
+        s = e;
     }
     for (size_t m = first; m < last; m++) {
         uint32_t src = (uint32_t)moves[m];
