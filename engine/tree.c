@@ -285,10 +285,24 @@ void tree_group_moves(const uint64_t *moves, uint64_t *tmp, size_t count, uint32
     arrive_first[0] = 0;
 }
 
-/* Slots [s, e) of `from` to dst.. of `to`, column by column (the loops vectorise). */
+enum { COPY_RUN_MIN = 16 }; /* shorter runs of staying slots are copied slot by slot */
+
+/* Slots [s, e) of `from` to dst.. of `to`: long runs column by column (memcpy streams), short
+ * ones slot by slot (a call per column costs more than the copy). */
 static void copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint32_t dst,
                      uint32_t *restrict slot_node, uint32_t n) {
     size_t len = e - s;
+    if (len < COPY_RUN_MIN) {
+        for (size_t i = 0; i < len; i++) {
+            for (int k = 0; k < 3; k++) {
+                t->smin[to][k][dst + i] = t->smin[from][k][s + i];
+                t->smax[to][k][dst + i] = t->smax[from][k][s + i];
+            }
+            t->sid[to][dst + i] = t->sid[from][s + i];
+            slot_node[dst + i] = n;
+        }
+        return;
+    }
     for (int k = 0; k < 3; k++) {
         memcpy(t->smin[to][k] + dst, t->smin[from][k] + s, len * sizeof(float));
         memcpy(t->smax[to][k] + dst, t->smax[from][k] + s, len * sizeof(float));
