@@ -58,15 +58,6 @@ void tree_slots_release(broadphase_world *w, tree_slots *t) {
     memset(t, 0, sizeof *t);
 }
 
-simd_boxes tree_slots_boxes(const tree_slots *s) {
-    simd_boxes b;
-    for (int a = 0; a < 3; a++) {
-        b.min[a] = s->smin[s->cur][a];
-        b.max[a] = s->smax[s->cur][a];
-    }
-    return b;
-}
-
 bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool exact) {
     if (list_need > k->list_capacity) {
         size_t cap = exact ? 0 : k->list_capacity * 2;

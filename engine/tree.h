@@ -51,7 +51,14 @@ typedef struct tree_slots {
 bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
 void tree_slots_release(broadphase_world *w, tree_slots *s);
 /* The current buffer as the SIMD kernels see it. */
-simd_boxes tree_slots_boxes(const tree_slots *s);
+static inline simd_boxes tree_slots_boxes(const tree_slots *s) {
+    simd_boxes b;
+    for (int a = 0; a < 3; a++) {
+        b.min[a] = s->smin[s->cur][a];
+        b.max[a] = s->smax[s->cur][a];
+    }
+    return b;
+}
 
 /* Starts loading positions [begin, end) of the current buffer, up to 64 positions (4 lines of
  * each column): a node's own objects, ahead of a query's visit. */
