@@ -1295,7 +1295,8 @@ static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, 
     size_t own_a = na->end - na->begin, own_b = nb->end - nb->begin;
     const uint32_t *sid = c->t->slots.sid[c->t->slots.cur];
     if (own_a <= SIMD_CROSS_MAX && own_b <= SIMD_CROSS_MAX) {
-        if (!tree_worker_reserve(k, 0, own_a * own_b + SIMD_PAD + 1, false)) {
+        size_t room = own_a * own_b + SIMD_PAD + 1;
+        if (room > k->hit_capacity && !tree_worker_reserve(k, 0, room, false)) {
             fail(k);
             return;
         }
@@ -1307,7 +1308,7 @@ static void cross_leaves(const search_ctx *c, tree_worker *k, pairs_writer *wr, 
         size_t h =
             simd_boxes_cross_pairs(&c->slots, na->begin, na->end, na->lo, na->hi, &c->slots,
                                    nb->begin, nb->end, nb->lo, nb->hi, c->dims, k->rows, k->hits);
-        tree_emit_pairs(c->w, k, wr, sid, sid, h);
+        if (h > 0) tree_emit_pairs(c->w, k, wr, sid, sid, h);
         return;
     }
     size_t most = own_a > own_b ? own_a : own_b;
