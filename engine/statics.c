@@ -325,17 +325,20 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
     }
     size_t count = n;
     int cur = 0;
-    uint32_t hit[8 + SIMD_PAD];
+    /* Each level's blocks are tested in one kernel call (a frontier entry is a block and a
+     * query index, the pair the kernel reads), then the children of their hits listed. */
+    uint8_t masks[FRONTIER_MAX];
     for (int l = f->levels - 1; l > 0; l--) {
-        const float *blocks = f->level[l].blocks, *below = f->level[l - 1].blocks;
+        const float *below = f->level[l - 1].blocks;
+        simd_blocks_vs_boxes(f->level[l].blocks, &at[cur][0].block, count, (const float(*)[3])qmin,
+                             (const float(*)[3])qmax, dims, masks);
         size_t next = 0;
         for (size_t e = 0; e < count; e++) {
+            unsigned m = masks[e];
             frontier_entry fe = at[cur][e];
-            simd_boxes view = block_view(blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS);
-            size_t h = simd_box_vs_boxes(qmin[fe.query], qmax[fe.query], &view, 0, 8, dims, hit);
-            if (next + h > FRONTIER_MAX) return false;
-            for (size_t j = 0; j < h; j++) {
-                uint32_t child = 8 * fe.block + hit[j];
+            if (next + (size_t)__builtin_popcount(m) > FRONTIER_MAX) return false;
+            for (; m; m &= m - 1) {
+                uint32_t child = 8 * fe.block + (uint32_t)__builtin_ctz(m);
                 fetch_block(below + (size_t)child * STATICS_BLOCK_FLOATS);
                 at[1 - cur][next++] = (frontier_entry){child, fe.query};
             }
@@ -344,7 +347,8 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
         count = next;
     }
     /* The objects: the frontier is in query order, so each query's hits are emitted together. */
-    const float *blocks = f->level[0].blocks;
+    simd_blocks_vs_boxes(f->level[0].blocks, &at[cur][0].block, count, (const float(*)[3])qmin,
+                         (const float(*)[3])qmax, dims, masks);
     size_t h = 0;
     uint32_t q = UINT32_MAX;
     for (size_t e = 0; e < count; e++) {
@@ -354,10 +358,8 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
             h = 0;
             q = fe.query;
         }
-        simd_boxes view = block_view(blocks + (size_t)fe.block * STATICS_BLOCK_FLOATS);
-        size_t m = simd_box_vs_boxes(qmin[q], qmax[q], &view, 0, 8, dims, hit);
-        for (size_t j = 0; j < m; j++) k->hits[h + j] = 8 * fe.block + hit[j];
-        h += m;
+        for (unsigned m = masks[e]; m; m &= m - 1)
+            k->hits[h++] = 8 * fe.block + (uint32_t)__builtin_ctz(m);
     }
     if (h) emit(c, k, wr, c->query_id[first + q], h);
     return true;

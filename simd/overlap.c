@@ -167,6 +167,33 @@ size_t simd_boxes_cross_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t
                            cols);
 }
 
+static inline void simd_blocks_scan(const float *blocks, const uint32_t *pairs, size_t count,
+                                    const float (*qmin)[3], const float (*qmax)[3], int dims,
+                                    uint8_t *masks) {
+    for (size_t e = 0; e < count; e++) {
+        const float *b = blocks + (size_t)pairs[2 * e] * 48;
+        const float *lo = qmin[pairs[2 * e + 1]], *hi = qmax[pairs[2 * e + 1]];
+        unsigned m = 0;
+        for (unsigned l = 0; l < 8; l++) {
+            int ok = 1;
+            for (int k = 0; k < dims; k++)
+                ok &= (lo[k] <= b[24 + 8 * k + l]) & (b[8 * k + l] <= hi[k]);
+            m |= (unsigned)ok << l;
+        }
+        masks[e] = (uint8_t)m;
+    }
+}
+
+void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, size_t count,
+                                 const float (*qmin)[3], const float (*qmax)[3], int dims,
+                                 uint8_t *masks) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        simd_blocks_scan(blocks, pairs, count, qmin, qmax, 3, masks);
+    else
+        simd_blocks_scan(blocks, pairs, count, qmin, qmax, 2, masks);
+}
+
 /* Branch-free: every entry is copied to the next free position and kept when it qualifies. */
 size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
                                 size_t end, int dims, int axis, float plane, int side,
@@ -292,7 +319,8 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_ray_vs_boxes_scalar,
                                                  simd_point_vs_boxes_scalar,
                                                  simd_boxes_select_scalar,
-                                                 simd_boxes_cross_pairs_scalar};
+                                                 simd_boxes_cross_pairs_scalar,
+                                                 simd_blocks_vs_boxes_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -305,7 +333,8 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_ray_vs_boxes_avx2,
                                                simd_point_vs_boxes_avx2,
                                                simd_boxes_select_avx2,
-                                               simd_boxes_cross_pairs_avx2};
+                                               simd_boxes_cross_pairs_avx2,
+                                               simd_blocks_vs_boxes_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -330,7 +359,8 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_ray_vs_boxes_baseline,
                                                    simd_point_vs_boxes_baseline,
                                                    simd_boxes_select_baseline,
-                                                   simd_boxes_cross_pairs_baseline};
+                                                   simd_boxes_cross_pairs_baseline,
+                                                   simd_blocks_vs_boxes_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -428,4 +458,10 @@ size_t simd_boxes_cross_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
                               const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols) {
     return simd_active()->boxes_cross_pairs(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo,
                                             b_hi, dims, rows, cols);
+}
+
+void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t count,
+                          const float (*qmin)[3], const float (*qmax)[3], int dims,
+                          uint8_t *masks) {
+    simd_active()->blocks_vs_boxes(blocks, pairs, count, qmin, qmax, dims, masks);
 }

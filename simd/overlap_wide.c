@@ -680,3 +680,38 @@ size_t SIMD_WIDE(simd_boxes_cross_pairs)(const simd_boxes *a, size_t a_begin, si
     return simd_cross_kernel(a, a_begin, a_end, a_lo, a_hi, b, b_begin, b_end, b_lo, b_hi, 2, rows,
                              cols);
 }
+
+/* ---- many blocks, each against its own box ------------------------------------------------ */
+
+SIMD_INLINE void simd_blocks_kernel(const float *blocks, const uint32_t *pairs, size_t count,
+                                    const float (*qmin)[3], const float (*qmax)[3], int dims,
+                                    uint8_t *masks) {
+    for (size_t e = 0; e < count; e++) {
+        const float *b = blocks + (size_t)pairs[2 * e] * 48;
+        const float *lo = qmin[pairs[2 * e + 1]], *hi = qmax[pairs[2 * e + 1]];
+        simde__m256 ok =
+            simde_mm256_and_ps(simde_mm256_cmp_ps(simde_mm256_set1_ps(lo[0]),
+                                                  simde_mm256_loadu_ps(b + 24), SIMDE_CMP_LE_OQ),
+                               simde_mm256_cmp_ps(simde_mm256_loadu_ps(b),
+                                                  simde_mm256_set1_ps(hi[0]), SIMDE_CMP_LE_OQ));
+        for (int k = 1; k < dims; k++) {
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(simde_mm256_set1_ps(lo[k]),
+                                                           simde_mm256_loadu_ps(b + 24 + 8 * k),
+                                                           SIMDE_CMP_LE_OQ));
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(simde_mm256_loadu_ps(b + 8 * k),
+                                                           simde_mm256_set1_ps(hi[k]),
+                                                           SIMDE_CMP_LE_OQ));
+        }
+        masks[e] = (uint8_t)simd_movemask_ps(ok);
+    }
+}
+
+void SIMD_WIDE(simd_blocks_vs_boxes)(const float *blocks, const uint32_t *pairs, size_t count,
+                                     const float (*qmin)[3], const float (*qmax)[3], int dims,
+                                     uint8_t *masks) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        simd_blocks_kernel(blocks, pairs, count, qmin, qmax, 3, masks);
+    else
+        simd_blocks_kernel(blocks, pairs, count, qmin, qmax, 2, masks);
+}

@@ -37,6 +37,9 @@
         const simd_boxes *a, size_t a_begin, size_t a_end, const float a_lo[3],                    \
         const float a_hi[3], const simd_boxes *b, size_t b_begin, size_t b_end,                    \
         const float b_lo[3], const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);       \
+    void simd_blocks_vs_boxes_##variant(const float *blocks, const uint32_t *pairs, size_t count,  \
+                                        const float(*qmin)[3], const float(*qmax)[3], int dims,    \
+                                        uint8_t *masks);                                           \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -72,6 +75,9 @@ typedef struct simd_kernels {
                                 const float a_lo[3], const float a_hi[3], const simd_boxes *b,
                                 size_t b_begin, size_t b_end, const float b_lo[3],
                                 const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);
+    void (*blocks_vs_boxes)(const float *blocks, const uint32_t *pairs, size_t count,
+                            const float (*qmin)[3], const float (*qmax)[3], int dims,
+                            uint8_t *masks);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

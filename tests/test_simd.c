@@ -143,7 +143,7 @@ static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "sc
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
     simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
-    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs};
+    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs,  simd_blocks_vs_boxes};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -715,6 +715,90 @@ TEST(boxes_cross_random) {
            pairs_seen, narrowed);
     CHECK(pairs_seen > 1000);
     CHECK(narrowed > 50);
+}
+
+/* The frontier kernel against the pair predicate, lane by lane: random blocks (some lanes empty,
+ * as a pyramid's padding is), random queries, entries naming blocks and queries in any order. */
+TEST(blocks_vs_boxes_random) {
+    int failures_before = test_failures;
+    long long lanes = 0, hits = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 31337 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            size_t nblocks = 1 + rng_below(&state, 12), nq = 1 + rng_below(&state, 16);
+            size_t count = rng_below(&state, 40);
+            float *blocks = malloc(nblocks * 48 * sizeof(float));
+            float(*qmin)[3] = malloc(nq * sizeof *qmin), (*qmax)[3] = malloc(nq * sizeof *qmax);
+            uint32_t *pairs = malloc((2 * count + 1) * sizeof(uint32_t));
+            REQUIRE(blocks && qmin && qmax && pairs);
+            for (size_t b = 0; b < nblocks; b++) {
+                for (int l = 0; l < 8; l++) {
+                    float mn[3], mx[3];
+                    rng_box(&state, style, mn, mx);
+                    if (rng_below(&state, 6) == 0) /* an empty lane: +inf min, -inf max */
+                        for (int k = 0; k < 3; k++) {
+                            mn[k] = INFINITY;
+                            mx[k] = -INFINITY;
+                        }
+                    for (int k = 0; k < 3; k++) {
+                        blocks[b * 48 + 8 * (size_t)k + (size_t)l] = mn[k];
+                        blocks[b * 48 + 24 + 8 * (size_t)k + (size_t)l] = mx[k];
+                    }
+                }
+            }
+            for (size_t q = 0; q < nq; q++) {
+                rng_box(&state, style, qmin[q], qmax[q]);
+                if (rng_below(&state, 3) == 0) /* larger queries now and then */
+                    for (int k = 0; k < 3; k++) qmax[q][k] += 3.0f * (qmax[q][k] - qmin[q][k]);
+            }
+            for (size_t e = 0; e < count; e++) {
+                pairs[2 * e] = (uint32_t)rng_below(&state, nblocks);
+                pairs[2 * e + 1] = (uint32_t)rng_below(&state, nq);
+            }
+            uint8_t expect[40], got[40];
+            for (size_t e = 0; e < count; e++) {
+                const float *b = blocks + (size_t)pairs[2 * e] * 48;
+                unsigned m = 0;
+                for (int l = 0; l < 8; l++) {
+                    float mn[3], mx[3];
+                    for (int k = 0; k < 3; k++) {
+                        mn[k] = b[8 * k + l];
+                        mx[k] = b[24 + 8 * k + l];
+                    }
+                    m |= (unsigned)simd_pair_box_box(qmin[pairs[2 * e + 1]], qmax[pairs[2 * e + 1]],
+                                                     mn, mx, dims)
+                         << l;
+                }
+                expect[e] = (uint8_t)m;
+                lanes += 8;
+                hits += __builtin_popcount(m);
+            }
+            for (int v = 0; v < VARIANT_COUNT; v++) {
+                const simd_kernels *k = variant(v);
+                if (!k) continue;
+                memset(got, 0xAA, sizeof got);
+                k->blocks_vs_boxes(blocks, pairs, count, (const float(*)[3])qmin,
+                                   (const float(*)[3])qmax, dims, got);
+                for (size_t e = 0; e < count; e++) {
+                    if (got[e] != expect[e]) {
+                        CHECK(0);
+                        fprintf(
+                            stderr, "  %s seed %llu dims %d entry %zu: mask %02x, expected %02x\n",
+                            variant_names[v], (unsigned long long)seed, dims, e, got[e], expect[e]);
+                        break;
+                    }
+                }
+            }
+            free(blocks);
+            free(qmin);
+            free(qmax);
+            free(pairs);
+            REQUIRE(test_failures == failures_before);
+        }
+    }
+    printf("blocks_vs_boxes_random: %lld of %lld lanes hit\n", hits, lanes);
+    CHECK(hits > lanes / 20 && hits < lanes - lanes / 20);
 }
 
 TEST(boxes_select_random) {
@@ -1289,11 +1373,11 @@ TEST(pair_predicates) {
 
 TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
-          TEST_ENTRY(boxes_cross_random), TEST_ENTRY(boxes_select_random),
-          TEST_ENTRY(sphere_vs_spheres_random), TEST_ENTRY(sphere_vs_boxes_random),
-          TEST_ENTRY(box_vs_spheres_random), TEST_ENTRY(sphere_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_boxes_near_boundary), TEST_ENTRY(box_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_spheres_edges), TEST_ENTRY(sphere_box_edges),
-          TEST_ENTRY(sphere_box_sentinel), TEST_ENTRY(pair_predicates),
-          TEST_ENTRY(ray_vs_boxes_random), TEST_ENTRY(ray_vs_boxes_near_boundary),
-          TEST_ENTRY(point_vs_boxes_random))
+          TEST_ENTRY(boxes_cross_random), TEST_ENTRY(blocks_vs_boxes_random),
+          TEST_ENTRY(boxes_select_random), TEST_ENTRY(sphere_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
+          TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
+          TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
+          TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
+          TEST_ENTRY(ray_vs_boxes_near_boundary), TEST_ENTRY(point_vs_boxes_random))
