@@ -343,8 +343,7 @@ static void matrix_count(size_t chunk, int worker, void *p) {
     if (end > c->rows) end = c->rows;
     for (size_t a = chunk * MATRIX_ROWS; a < end; a++)
         for (size_t j = a >> 6; j < ps->row_words; j++)
-            sum +=
-                (size_t)__builtin_popcountll(matrix_word(ps, stride, a * ps->row_words + j, false));
+            sum += (size_t)world_popcount64(matrix_word(ps, stride, a * ps->row_words + j, false));
     ps->chunk_count[chunk] = sum;
 }
 

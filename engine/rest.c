@@ -123,7 +123,7 @@ static void carry_count(size_t chunk, int worker, void *p) {
                      out_of_tree(at_rest, is_static, c->last[k].b))
                     << (k - i);
         c->keep[i / 64] = bits;
-        n += (size_t)__builtin_popcountll(bits);
+        n += world_popcount64(bits);
     }
     c->kept[chunk] = n;
 }

@@ -136,6 +136,15 @@ size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t
                           size_t count, uint32_t *out, uint32_t *scratch);
 
 /* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
+/* Set bits of x. The engine is built for any x86-64 (only simd/ is built per CPU level), where
+ * __builtin_popcountll is a call into libgcc; this is a dozen instructions inline. */
+static inline unsigned world_popcount64(uint64_t x) {
+    x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
+    x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+    x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 static inline float world_next_down(float x) {
     if (x == -__builtin_inff()) return x;
     if (x == 0.0f) return -0x1p-149f;
