@@ -349,6 +349,9 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
     /* The objects: the frontier is in query order, so each query's hits are emitted together. */
     simd_blocks_vs_boxes(f->level[0].blocks, &at[cur][0].block, count, (const float(*)[3])qmin,
                          (const float(*)[3])qmax, dims, masks);
+    /* The ids of the hits are a random read each: all of them asked for before the first. */
+    for (size_t e = 0; e < count; e++)
+        if (masks[e]) __builtin_prefetch(f->ids + 8 * (size_t)at[cur][e].block);
     size_t h = 0;
     uint32_t q = UINT32_MAX;
     for (size_t e = 0; e < count; e++) {
