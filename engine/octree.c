@@ -1257,10 +1257,12 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
     tree_test_cross(c->w, k, wr, &c->slots, sid, olo, ohi, &list, k->lid, lb, le, c->dims);
 }
 
+/* Without a branch per comparison: the child loop of cross() makes a mask of these. */
 static bool boxes_meet(const oc_node *a, const oc_node *b, int dims) {
+    unsigned m = 1;
     for (int k = 0; k < dims; k++)
-        if (!(a->lo[k] <= b->hi[k] && b->lo[k] <= a->hi[k])) return false;
-    return true;
+        m &= (unsigned)(a->lo[k] <= b->hi[k]) & (unsigned)(b->lo[k] <= a->hi[k]);
+    return m;
 }
 
 /* The list [lb, le) against every object of n's subtree (not the subtree's own pairs). */
@@ -1363,11 +1365,7 @@ static void cross(const search_ctx *c, tree_worker *k, pairs_writer *wr, uint32_
     unsigned meet = 0;
     for (int j = 0; j < t->nchild; j++) {
         if (!(na->live >> j & 1)) continue;
-        const oc_node *nc = &t->nodes[na->child[j]];
-        unsigned m = 1;
-        for (int d = 0; d < c->dims; d++)
-            m &= (unsigned)(nc->lo[d] <= nb->hi[d]) & (unsigned)(nb->lo[d] <= nc->hi[d]);
-        meet |= m << j;
+        meet |= (unsigned)boxes_meet(&t->nodes[na->child[j]], nb, c->dims) << j;
     }
     while (meet) {
         int j = __builtin_ctz(meet);

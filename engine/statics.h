@@ -9,8 +9,10 @@
  * 8 entries, each block its six columns of 8 floats in 192 contiguous bytes (three cache lines;
  * as six separate columns a block would touch six). A query tests the top block with the 8-wide
  * box kernel and descends into the blocks whose bounds it overlaps, fetching them ahead as it
- * finds them, down to the objects. Building it is a sort and a pass per level; it needs no
- * pointers, and a query's path is as short as the pyramid is high (7 levels for 1M objects). */
+ * finds them, down to the objects; the searches' queries go 16 at a time, level by level, each
+ * level's blocks tested in one kernel call (simd_blocks_vs_boxes). Building it is a sort and a pass
+ * per level; it needs no pointers, and a query's path is as short as the pyramid is high (7 levels
+ * for 1M objects). */
 #pragma once
 
 #include "overlap.h"
