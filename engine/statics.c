@@ -229,6 +229,9 @@ typedef struct query_ctx {
     simd_boxes query;
     const uint32_t *query_id;
     size_t count;
+    statics_cache *cache; /* the field's; slots [0, cached) use it */
+    size_t cached;
+    size_t valid; /* cache entries made before this step */
 } query_ctx;
 
 /* A block of 8 entries as the box kernel sees it. */
@@ -250,10 +253,10 @@ static inline void fetch_block(const float *block) {
     __builtin_prefetch(block + 32);
 }
 
-/* The pairs of object qid with the field's entries at positions k->hits[0, h), of those still in
- * the field, through the exact filter. */
-static void emit(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid, size_t h) {
-    const uint32_t *ids = c->f->ids;
+/* The pairs of object qid with the field's entries ids[k->hits[0, h)], of those still in the
+ * field, through the exact filter. */
+static void emit(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid,
+                 const uint32_t *ids, size_t h) {
     if (c->mask) {
         size_t kept = 0;
         for (size_t j = 0; j < h; j++) {
@@ -284,7 +287,7 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
         size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
         if (l == 0) {
             if (h + 8 > k->hit_capacity) {
-                emit(c, k, wr, qid, h);
+                emit(c, k, wr, qid, c->f->ids, h);
                 h = 0;
             }
             for (size_t j = 0; j < n; j++) k->hits[h + j] = (uint32_t)(8 * b) + hit[j];
@@ -300,7 +303,7 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
             stack_level[top++] = (uint8_t)(l - 1);
         }
     }
-    emit(c, k, wr, qid, h);
+    emit(c, k, wr, qid, c->f->ids, h);
 }
 
 /* A batch of queries walks the pyramid level by level together: each level's blocks, for all
@@ -357,15 +360,202 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
     for (size_t e = 0; e < count; e++) {
         frontier_entry fe = at[cur][e];
         if (fe.query != q || h + 8 > k->hit_capacity) {
-            if (h) emit(c, k, wr, c->query_id[first + q], h);
+            if (h) emit(c, k, wr, c->query_id[first + q], c->f->ids, h);
             h = 0;
             q = fe.query;
         }
         for (unsigned m = masks[e]; m; m &= m - 1)
             k->hits[h++] = 8 * fe.block + (uint32_t)__builtin_ctz(m);
     }
-    if (h) emit(c, k, wr, c->query_id[first + q], h);
+    if (h) emit(c, k, wr, c->query_id[first + q], c->f->ids, h);
     return true;
+}
+
+/* ---- the per-object cache (statics.h) -------------------------------------------------------- */
+
+enum {
+    CACHE_OVER = UINT32_MAX,
+    CACHE_SLOTS_MAX = 65536, /* tree objects (the first, in tree order) that keep an entry */
+};
+
+/* The fat box's margin on every axis, as a fraction of the box's largest side. */
+#define CACHE_MARGIN 0.5f
+
+/* Every level-0 position whose box overlaps (lo, hi), into out[0, max); max + 1 when there are
+ * more. A depth-first walk, as query_one's. */
+static size_t collect(const statics_field *f, const float lo[3], const float hi[3], int dims,
+                      uint32_t *out, size_t max) {
+    uint32_t stack[STACK_MAX];
+    uint8_t stack_level[STACK_MAX];
+    uint32_t hit[8 + SIMD_PAD];
+    size_t top = 0, h = 0;
+    stack[top] = 0;
+    stack_level[top++] = (uint8_t)(f->levels - 1);
+    while (top > 0) {
+        top--;
+        int l = stack_level[top];
+        size_t b = stack[top];
+        simd_boxes view = block_view(f->level[l].blocks + b * STATICS_BLOCK_FLOATS);
+        size_t n = simd_box_vs_boxes(lo, hi, &view, 0, 8, dims, hit);
+        if (l == 0) {
+            if (h + n > max) return max + 1;
+            for (size_t j = 0; j < n; j++) out[h++] = (uint32_t)(8 * b) + hit[j];
+            continue;
+        }
+        const float *below = f->level[l - 1].blocks;
+        for (size_t j = n; j > 0; j--) {
+            size_t child = 8 * b + hit[j - 1];
+            fetch_block(below + child * STATICS_BLOCK_FLOATS);
+            stack[top] = (uint32_t)child;
+            stack_level[top++] = (uint8_t)(l - 1);
+        }
+    }
+    return h;
+}
+
+static bool cache_inside(const statics_cache_entry *e, const float qmin[3], const float qmax[3],
+                         int dims) {
+    bool in = true;
+    for (int k = 0; k < dims; k++) in &= (qmin[k] >= e->fat[k]) & (qmax[k] <= e->fat[3 + k]);
+    return in;
+}
+
+/* Fills entry e for the box (qmin, qmax): a fat box around it and the field's entries that
+ * overlap that. */
+static void cache_fill(const query_ctx *c, statics_cache_entry *e, const float qmin[3],
+                       const float qmax[3]) {
+    int dims = c->w->config.dimensions;
+    float side = 0.0f;
+    for (int k = 0; k < dims; k++) side = qmax[k] - qmin[k] > side ? qmax[k] - qmin[k] : side;
+    float m = side * CACHE_MARGIN;
+    for (int k = 0; k < 3; k++) {
+        e->fat[k] = k < dims ? qmin[k] - m : qmin[k];
+        e->fat[3 + k] = k < dims ? qmax[k] + m : qmax[k];
+    }
+    e->generation = c->f->rebuilds;
+    uint32_t pos[STATICS_CACHE_ENTRIES];
+    size_t n = collect(c->f, e->fat, e->fat + 3, dims, pos, STATICS_CACHE_ENTRIES);
+    if (n > STATICS_CACHE_ENTRIES) {
+        e->count = CACHE_OVER;
+        return;
+    }
+    e->count = (uint32_t)n;
+    const statics_level *l0 = &c->f->level[0];
+    for (size_t j = 0; j < STATICS_CACHE_ENTRIES; j++) {
+        float *at = &e->block[j / 8][j % 8];
+        const float *from = j < n ? entry_at(l0, pos[j]) : NULL;
+        for (int k = 0; k < 3; k++) {
+            at[8 * k] = from ? from[8 * k] : INFINITY;
+            at[24 + 8 * k] = from ? from[24 + 8 * k] : -INFINITY;
+        }
+        e->id[j] = j < n ? c->f->ids[pos[j]] : 0;
+    }
+}
+
+static bool cache_hit(const query_ctx *c, uint32_t id) {
+    uint32_t e = c->cache->of[id];
+    return e < c->valid && c->cache->entry[e].owner == id;
+}
+
+/* First pass: how many entries each job makes (its objects without one). */
+static void cache_count_job(size_t job, int worker, void *p) {
+    (void)worker;
+    const query_ctx *c = p;
+    size_t begin = job * QUERY_SLOTS,
+           end = begin + QUERY_SLOTS < c->cached ? begin + QUERY_SLOTS : c->cached;
+    size_t n = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t id = c->query_id[s];
+        bool hit = cache_hit(c, id);
+        c->cache->slot_entry[s] = hit ? c->cache->of[id] : UINT32_MAX;
+        n += !hit;
+    }
+    c->cache->job_new[job] = n;
+}
+
+/* Readies the cache for this step's search: the entries of objects that have none are
+ * numbered, job by job, so that each job makes its own; when the entries made would double
+ * those in use, all start again. False (the search then walks) on out of memory. */
+static bool cache_prepare(broadphase_world *w, statics_field *f, query_ctx *c) {
+    statics_cache *x = &f->cache;
+    size_t slots = c->count < CACHE_SLOTS_MAX ? c->count : CACHE_SLOTS_MAX;
+    size_t jobs = (slots + QUERY_SLOTS - 1) / QUERY_SLOTS;
+    size_t had = x->of_capacity;
+    if (!world_grow(w, (void **)&x->of, &x->of_capacity, w->id_end, sizeof(uint32_t), had) ||
+        !world_grow(w, (void **)&x->job_new, &x->job_capacity, jobs + 1, sizeof(size_t), 0) ||
+        !world_grow(w, (void **)&x->slot_entry, &x->slot_capacity, slots + 1, sizeof(uint32_t), 0))
+        return false;
+    for (size_t i = had; i < x->of_capacity; i++) x->of[i] = UINT32_MAX;
+    c->cache = x;
+    c->cached = slots;
+    c->valid = x->count;
+    threads_for_chunks(w->workers, jobs, cache_count_job, c);
+    size_t made = 0;
+    for (size_t j = 0; j < jobs; j++) made += x->job_new[j];
+    if (x->count + made > 2 * slots + 1024) {
+        c->valid = x->count = 0;
+        for (size_t s = 0; s < slots; s++) x->slot_entry[s] = UINT32_MAX;
+        for (size_t j = 0; j < jobs; j++)
+            x->job_new[j] =
+                slots - j * QUERY_SLOTS < QUERY_SLOTS ? slots - j * QUERY_SLOTS : QUERY_SLOTS;
+        made = slots;
+    }
+    if (!world_grow(w, (void **)&x->entry, &x->capacity, x->count + made,
+                    sizeof(statics_cache_entry), x->count)) {
+        c->cached = 0;
+        return false;
+    }
+    size_t at = x->count;
+    for (size_t j = 0; j < jobs; j++) {
+        size_t n = x->job_new[j];
+        x->job_new[j] = at;
+        at += n;
+    }
+    x->count = at;
+    return true;
+}
+
+/* Slots [begin, end) of job `job` through the cache: each object's entry, made or filled again
+ * when it has none, the field was rebuilt or its box left the fat box, then its box tested
+ * against the entry's (or, for an object with too many, the field walked). */
+static void cached_range(const query_ctx *c, tree_worker *k, pairs_writer *wr, size_t job,
+                         size_t begin, size_t end) {
+    statics_cache *x = c->cache;
+    int dims = c->w->config.dimensions;
+    size_t made = x->job_new[job];
+    uint32_t hit[8 + SIMD_PAD];
+    enum { AHEAD = 4 };
+    for (size_t s = begin; s < end; s++) {
+        if (s + AHEAD < end && x->slot_entry[s + AHEAD] != UINT32_MAX) {
+            const char *ahead = (const char *)&x->entry[x->slot_entry[s + AHEAD]];
+            for (size_t at = 0; at < 5 * 64; at += 64) __builtin_prefetch(ahead + at);
+        }
+        uint32_t id = c->query_id[s];
+        float qmin[3], qmax[3];
+        query_box(c, s, qmin, qmax);
+        statics_cache_entry *e;
+        if (x->slot_entry[s] != UINT32_MAX) {
+            e = &x->entry[x->slot_entry[s]];
+            if (e->generation != c->f->rebuilds || !cache_inside(e, qmin, qmax, dims))
+                cache_fill(c, e, qmin, qmax);
+        } else {
+            x->of[id] = (uint32_t)made;
+            e = &x->entry[made++];
+            e->owner = id;
+            cache_fill(c, e, qmin, qmax);
+        }
+        if (e->count == CACHE_OVER) {
+            query_one(c, k, wr, id, qmin, qmax);
+            continue;
+        }
+        size_t h = 0;
+        for (size_t b = 0; 8 * b < e->count; b++) {
+            simd_boxes view = block_view(e->block[b]);
+            size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
+            for (size_t j = 0; j < n; j++) k->hits[h++] = (uint32_t)(8 * b) + hit[j];
+        }
+        if (h) emit(c, k, wr, id, e->id, h);
+    }
 }
 
 static void query_job(size_t job, int worker, void *p) {
@@ -378,6 +568,11 @@ static void query_job(size_t job, int worker, void *p) {
     pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
     size_t begin = job * QUERY_SLOTS,
            end = begin + QUERY_SLOTS < c->count ? begin + QUERY_SLOTS : c->count;
+    if (begin < c->cached) {
+        /* (cached is a multiple of the job's size or the count: the job is cached whole) */
+        cached_range(c, k, &wr, job, begin, end);
+        return;
+    }
     for (size_t first = begin; first < end; first += BATCH_QUERIES) {
         size_t n = end - first < BATCH_QUERIES ? end - first : BATCH_QUERIES;
         if (query_batch(c, k, &wr, first, n)) continue;
@@ -390,7 +585,7 @@ static void query_job(size_t job, int worker, void *p) {
 }
 
 static void field_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
-                         const statics_field *f, const uint8_t *mask) {
+                         statics_field *f, const uint8_t *mask) {
     if (f->levels == 0 || slots->count == 0) return;
     query_ctx c = {.w = w,
                    .f = f,
@@ -399,6 +594,7 @@ static void field_search(broadphase_world *w, tree_workers *ws, const tree_slots
                    .query = tree_slots_boxes(slots),
                    .query_id = slots->sid[slots->cur],
                    .count = slots->count};
+    cache_prepare(w, f, &c);
     threads_for_chunks(w->workers, (slots->count + QUERY_SLOTS - 1) / QUERY_SLOTS, query_job, &c);
 }
 
@@ -414,6 +610,10 @@ void statics_field_release(broadphase_world *w, statics_field *f) {
     world_free(w, f->chunk_count, f->chunk_capacity * sizeof(size_t));
     world_free(w, f->chunk_bounds, f->chunk_bounds_capacity * sizeof(float));
     world_free(w, f->sort, f->sort_bytes);
+    world_free(w, f->cache.entry, f->cache.capacity * sizeof(statics_cache_entry));
+    world_free(w, f->cache.of, f->cache.of_capacity * sizeof(uint32_t));
+    world_free(w, f->cache.job_new, f->cache.job_capacity * sizeof(size_t));
+    world_free(w, f->cache.slot_entry, f->cache.slot_capacity * sizeof(uint32_t));
     memset(f, 0, sizeof *f);
 }
 

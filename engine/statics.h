@@ -34,6 +34,34 @@ typedef struct statics_level {
     size_t count, capacity; /* capacity in blocks */
 } statics_level;
 
+/* What a tree object found in the field, kept for the steps after: every entry whose box
+ * overlaps a "fat" box around the object's (its box grown by a margin). While the object's box
+ * stays inside the fat box and the field is not rebuilt, its pairs with the field are among
+ * those entries, so a step tests it against them alone, copied beside each other, instead of
+ * walking the pyramid. Exact: the entries are the field's boxes, tested as the walk tests them. */
+enum { STATICS_CACHE_ENTRIES = 16 };
+
+typedef struct statics_cache_entry {
+    float fat[6];        /* min x, y, z then max x, y, z */
+    uint64_t owner;      /* the object it was made for (written only when the entry is made) */
+    uint64_t generation; /* the field's rebuild count when it was filled */
+    uint32_t count;      /* entries kept; UINT32_MAX: too many, the object walks the field */
+    uint32_t pad[3];
+    uint32_t id[STATICS_CACHE_ENTRIES];         /* their ids */
+    float block[STATICS_CACHE_ENTRIES / 8][48]; /* their boxes, as the field's blocks hold them */
+} statics_cache_entry;
+
+typedef struct statics_cache {
+    statics_cache_entry *entry;
+    size_t count, capacity;
+    uint32_t *of; /* by object id: its entry, if entry[of[id]].owner == id and of[id] < count */
+    size_t of_capacity;
+    size_t *job_new; /* per query job: the entries it makes this step, then where they start */
+    size_t job_capacity;
+    uint32_t *slot_entry; /* per tree slot this step: its entry, UINT32_MAX: one to make */
+    size_t slot_capacity;
+} statics_cache;
+
 typedef struct statics_field {
     statics_level level[STATICS_LEVELS_MAX];
     int levels;    /* level[0] holds the objects, level[levels - 1] at most 8 entries */
@@ -45,6 +73,7 @@ typedef struct statics_field {
     void *sort; /* the build's keys and ids and the radix sort's room */
     size_t sort_bytes;
     uint64_t rebuilds;
+    statics_cache cache;
 } statics_field;
 
 /* Builds field f over the `count` live objects whose flags[id] is set. False on out of memory

@@ -594,8 +594,180 @@ TEST(statics_under_huge_movers) {
     free(want.data);
 }
 
+/* The tree objects' cached neighbourhoods in the static field (statics.h) over many frames:
+ * movers that creep (their cache reused), that leave their fat box (filled again), that cross a
+ * packed cluster of small statics (too many to cache: the field walked), statics turned movers
+ * and back in waves (the field rebuilt; entries made for new objects until the cache starts
+ * again), in 2D and 3D, every method at 1 and 3 threads, each step against the naive reference. */
+TEST(statics_cache_across_frames) {
+    enum { GRID3 = 12, GRID2 = 40, CLUSTER = 64, MOVERS = 300, FRAMES = 60, WORLDS = 6 };
+    for (int dims = 2; dims <= 3; dims++) {
+        size_t grid = dims == 3 ? GRID3 * GRID3 * GRID3 : GRID2 * GRID2;
+        size_t statics = grid + CLUSTER, n = statics + MOVERS;
+        float *col[6], *vel[3];
+        for (int k = 0; k < 6; k++) col[k] = calloc(n, sizeof(float));
+        for (int k = 0; k < 3; k++) vel[k] = calloc(n, sizeof(float));
+        uint8_t *is_static = calloc(n, 1);
+        uint32_t *ids = calloc(n, sizeof(uint32_t)), *pick = calloc(n, sizeof(uint32_t));
+        size_t side = dims == 3 ? GRID3 : GRID2;
+        float extent = 1.5f * (float)side;
+        uint64_t rng = 77 + (uint64_t)dims;
+        for (size_t i = 0; i < n; i++) {
+            for (int k = 0; k < dims; k++) {
+                float lo, size;
+                if (i < grid) { /* a grid of unit boxes 1.5 apart */
+                    size_t cell = k == 0 ? i % side : k == 1 ? i / side % side : i / (side * side);
+                    lo = 1.5f * (float)cell;
+                    size = 1.0f;
+                } else if (i < statics) { /* a packed cluster of small ones near the middle */
+                    lo = extent * 0.5f + scene_uniform(&rng);
+                    size = 0.2f;
+                } else { /* movers, a few large */
+                    lo = extent * scene_uniform(&rng);
+                    size = (i % 37 == 0 ? 4.0f : 0.3f) + 1.7f * scene_uniform(&rng);
+                    vel[k][i] = 0.4f * (scene_uniform(&rng) - 0.5f);
+                }
+                col[k][i] = lo;
+                col[3 + k][i] = lo + size;
+            }
+            is_static[i] = i < statics;
+        }
+        broadphase_world *w[WORLDS];
+        for (int v = 0; v < WORLDS; v++) {
+            w[v] =
+                make_world(dims, method_at((size_t)v / 2), BROADPHASE_UPDATE_AUTO, v % 2 ? 3 : 1);
+            REQUIRE(w[v]);
+            broadphase_boxes b = {col[0], col[1], col[2], col[3], col[4], col[5]};
+            CHECK_EQ_INT(broadphase_add_boxes(w[v], n, &b, ids), BROADPHASE_OK);
+            for (size_t i = 0; i < n; i++) pick[i] = (uint32_t)i;
+            CHECK_EQ_INT(broadphase_set_static(w[v], statics, ids, true), BROADPHASE_OK);
+        }
+        pair_list want = {0};
+        size_t cached_pairs = 0;
+        for (int f = 0; f < FRAMES; f++) {
+            /* Frames 20 to 29: a new wave of 200 grid statics becomes movers (standing still),
+             * and the wave before goes back to static. */
+            if (f >= 20 && f < 31) {
+                size_t on = 0, off = 0;
+                for (size_t i = 0; i < grid; i++) {
+                    bool now = f < 30 && i % 11 == (size_t)(f - 20);
+                    bool before = f > 20 && i % 11 == (size_t)(f - 21);
+                    if (now) pick[on++] = ids[i];
+                    if (before) pick[grid + off++] = ids[i];
+                    if (now) is_static[i] = 0;
+                    if (before) is_static[i] = 1;
+                }
+                for (int v = 0; v < WORLDS; v++) {
+                    CHECK_EQ_INT(broadphase_set_static(w[v], off, pick + grid, true),
+                                 BROADPHASE_OK);
+                    CHECK_EQ_INT(broadphase_set_static(w[v], on, pick, false), BROADPHASE_OK);
+                }
+            }
+            for (size_t i = statics; i < n; i++) {
+                for (int k = 0; k < dims; k++) {
+                    float size = col[3 + k][i] - col[k][i];
+                    float lo = col[k][i] + vel[k][i];
+                    if (lo < -2.0f || lo > extent + 2.0f) vel[k][i] = -vel[k][i];
+                    col[k][i] = lo;
+                    col[3 + k][i] = lo + size;
+                }
+            }
+            broadphase_boxes mb = {col[0] + statics, col[1] + statics, col[2] + statics,
+                                   col[3] + statics, col[4] + statics, col[5] + statics};
+            want.count = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (is_static[i]) continue;
+                float a0[3] = {col[0][i], col[1][i], col[2][i]},
+                      a1[3] = {col[3][i], col[4][i], col[5][i]};
+                for (size_t j = 0; j < n; j++) {
+                    if (j == i || (!is_static[j] && j < i)) continue;
+                    float b0[3] = {col[0][j], col[1][j], col[2][j]},
+                          b1[3] = {col[3][j], col[4][j], col[5][j]};
+                    if (simd_pair_box_box(a0, a1, b0, b1, dims))
+                        pair_list_push(&want, ids[i], ids[j]);
+                }
+            }
+            qsort(want.data, want.count, sizeof *want.data, pair_compare);
+            for (size_t p = 0; p < want.count; p++)
+                cached_pairs += want.data[p].a < statics || want.data[p].b < statics;
+            for (int v = 0; v < WORLDS; v++) {
+                TEST_CONTEXT("dims %d method %d threads %d frame %d", dims,
+                             (int)method_at((size_t)v / 2), v % 2 ? 3 : 1, f);
+                CHECK_EQ_INT(broadphase_move_boxes(w[v], MOVERS, ids + statics, &mb),
+                             BROADPHASE_OK);
+                broadphase_pairs got = step_ok(w[v]);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "cached field"));
+            }
+        }
+        TEST_CONTEXT("dims %d: %zu pairs with a static over the frames", dims, cached_pairs);
+        CHECK(cached_pairs > 2000);
+        for (int v = 0; v < WORLDS; v++) broadphase_destroy(w[v]);
+        free(want.data);
+        for (int k = 0; k < 6; k++) free(col[k]);
+        for (int k = 0; k < 3; k++) free(vel[k]);
+        free(is_static);
+        free(ids);
+        free(pick);
+    }
+}
+
+/* More tree objects than the cache keeps entries for (statics.h): those beyond walk the field as
+ * before. Movers on a grid, each overlapping only the static beside it, over steps that move
+ * them within reach of it; against the pairs known by construction. */
+TEST(statics_cache_beyond_its_room) {
+    enum { SIDE = 42, CELLS = SIDE * SIDE * SIDE, N = 2 * CELLS };
+    float *col[6];
+    for (int k = 0; k < 6; k++) col[k] = malloc(N * sizeof(float));
+    uint32_t *ids = malloc(N * sizeof(uint32_t));
+    REQUIRE(col[5] && ids);
+    for (size_t i = 0; i < N; i++) {
+        size_t cell = i % CELLS;
+        size_t at[3] = {cell % SIDE, cell / SIDE % SIDE, cell / (SIDE * SIDE)};
+        for (int k = 0; k < 3; k++) {
+            col[k][i] = 3.0f * (float)at[k] + (i < CELLS ? 0.5f : 0.0f);
+            col[3 + k][i] = col[k][i] + 1.0f;
+        }
+    }
+    for (size_t mi = 1; mi < 3; mi++) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            TEST_CONTEXT("method %d threads %d", (int)method_at(mi), threads);
+            broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+            REQUIRE(w);
+            broadphase_boxes b = {col[0], col[1], col[2], col[3], col[4], col[5]};
+            CHECK_EQ_INT(broadphase_add_boxes(w, N, &b, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_set_static(w, CELLS, ids, true), BROADPHASE_OK);
+            for (int f = 0; f < 3; f++) {
+                float shift[3] = {0.3f * (float)f, -0.2f * (float)f, 0.1f * (float)f};
+                for (int k = 0; k < 3; k++) {
+                    for (size_t i = CELLS; i < N; i++) {
+                        col[k][i] = 3.0f * (float)((i % CELLS) /
+                                                   (k == 0   ? 1
+                                                    : k == 1 ? SIDE
+                                                             : SIDE * SIDE) %
+                                                   SIDE) +
+                                    shift[k];
+                        col[3 + k][i] = col[k][i] + 1.0f;
+                    }
+                }
+                broadphase_boxes mb = {col[0] + CELLS, col[1] + CELLS, col[2] + CELLS,
+                                       col[3] + CELLS, col[4] + CELLS, col[5] + CELLS};
+                CHECK_EQ_INT(broadphase_move_boxes(w, CELLS, ids + CELLS, &mb), BROADPHASE_OK);
+                broadphase_pairs got = step_ok(w);
+                bool right = got.count == CELLS;
+                for (size_t p = 0; right && p < got.count; p++)
+                    right = got.data[p].a == ids[p] && got.data[p].b == ids[CELLS + p];
+                CHECK(right);
+            }
+            broadphase_destroy(w);
+        }
+    }
+    for (int k = 0; k < 6; k++) free(col[k]);
+    free(ids);
+}
+
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
           TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(statics_under_huge_movers),
+          TEST_ENTRY(statics_cache_across_frames), TEST_ENTRY(statics_cache_beyond_its_room),
           TEST_ENTRY(rest_on_every_scene), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
           TEST_ENTRY(octree_refit_equals_brute_force),
