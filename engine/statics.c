@@ -314,32 +314,27 @@ typedef struct frontier_entry {
     uint32_t query; /* index in the batch */
 } frontier_entry;
 
-/* The batch [first, first + n) of slots; false when a level's blocks overflow the frontier (the
- * batch then goes one query at a time). Nothing is emitted before the last level. */
-static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, size_t first,
-                        size_t n) {
+/* The batch's walk down to the objects, for queries (qmin[q], qmax[q]), q < n: the frontier
+ * ends in at[*cur][0, *count) (entries of level 0, in query order) with each one's hits in
+ * masks. False when a level's blocks overflow the frontier. */
+static bool walk_batch(const query_ctx *c, const float (*qmin)[3], const float (*qmax)[3], size_t n,
+                       frontier_entry (*at)[FRONTIER_MAX], int *cur_out, size_t *count_out,
+                       uint8_t *masks) {
     const statics_field *f = c->f;
     int dims = c->w->config.dimensions;
-    frontier_entry at[2][FRONTIER_MAX];
-    float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
-    for (size_t q = 0; q < n; q++) {
-        query_box(c, first + q, qmin[q], qmax[q]);
-        at[0][q] = (frontier_entry){0, (uint32_t)q};
-    }
+    for (size_t q = 0; q < n; q++) at[0][q] = (frontier_entry){0, (uint32_t)q};
     size_t count = n;
     int cur = 0;
     /* Each level's blocks are tested in one kernel call (a frontier entry is a block and a
      * query index, the pair the kernel reads), then the children of their hits listed. */
-    uint8_t masks[FRONTIER_MAX];
     for (int l = f->levels - 1; l > 0; l--) {
         const float *below = f->level[l - 1].blocks;
-        simd_blocks_vs_boxes(f->level[l].blocks, &at[cur][0].block, count, (const float(*)[3])qmin,
-                             (const float(*)[3])qmax, dims, masks);
+        simd_blocks_vs_boxes(f->level[l].blocks, &at[cur][0].block, count, qmin, qmax, dims, masks);
         size_t next = 0;
         for (size_t e = 0; e < count; e++) {
             unsigned m = masks[e];
             frontier_entry fe = at[cur][e];
-            if (next + 8 > FRONTIER_MAX) return false; /* (a popcount is a libgcc call here) */
+            if (next + 8 > FRONTIER_MAX) return false;
             for (; m; m &= m - 1) {
                 uint32_t child = 8 * fe.block + (uint32_t)__builtin_ctz(m);
                 fetch_block(below + (size_t)child * STATICS_BLOCK_FLOATS);
@@ -349,12 +344,30 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
         cur = 1 - cur;
         count = next;
     }
-    /* The objects: the frontier is in query order, so each query's hits are emitted together. */
-    simd_blocks_vs_boxes(f->level[0].blocks, &at[cur][0].block, count, (const float(*)[3])qmin,
-                         (const float(*)[3])qmax, dims, masks);
+    simd_blocks_vs_boxes(f->level[0].blocks, &at[cur][0].block, count, qmin, qmax, dims, masks);
+    *cur_out = cur;
+    *count_out = count;
+    return true;
+}
+
+/* The batch [first, first + n) of slots; false when a level's blocks overflow the frontier (the
+ * batch then goes one query at a time). Nothing is emitted before the last level. */
+static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, size_t first,
+                        size_t n) {
+    const statics_field *f = c->f;
+    frontier_entry at[2][FRONTIER_MAX];
+    float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
+    for (size_t q = 0; q < n; q++) query_box(c, first + q, qmin[q], qmax[q]);
+    uint8_t masks[FRONTIER_MAX];
+    int cur;
+    size_t count;
+    if (!walk_batch(c, (const float(*)[3])qmin, (const float(*)[3])qmax, n, at, &cur, &count,
+                    masks))
+        return false;
     /* The ids of the hits are a random read each: all of them asked for before the first. */
     for (size_t e = 0; e < count; e++)
         if (masks[e]) __builtin_prefetch(f->ids + 8 * (size_t)at[cur][e].block);
+    /* The frontier is in query order, so each query's hits are emitted together. */
     size_t h = 0;
     uint32_t q = UINT32_MAX;
     for (size_t e = 0; e < count; e++) {
@@ -420,10 +433,9 @@ static bool cache_inside(const statics_cache_entry *e, const float qmin[3], cons
     return in;
 }
 
-/* Fills entry e for the box (qmin, qmax): a fat box around it and the field's entries that
- * overlap that. */
-static void cache_fill(const query_ctx *c, statics_cache_entry *e, const float qmin[3],
-                       const float qmax[3]) {
+/* Entry e's fat box, around the box (qmin, qmax), for the field as it is. */
+static void cache_fat(const query_ctx *c, statics_cache_entry *e, const float qmin[3],
+                      const float qmax[3]) {
     int dims = c->w->config.dimensions;
     float side = 0.0f;
     for (int k = 0; k < dims; k++) side = qmax[k] - qmin[k] > side ? qmax[k] - qmin[k] : side;
@@ -433,8 +445,11 @@ static void cache_fill(const query_ctx *c, statics_cache_entry *e, const float q
         e->fat[3 + k] = k < dims ? qmax[k] + m : qmax[k];
     }
     e->generation = c->f->rebuilds;
-    uint32_t pos[STATICS_CACHE_ENTRIES];
-    size_t n = collect(c->f, e->fat, e->fat + 3, dims, pos, STATICS_CACHE_ENTRIES);
+}
+
+/* Entry e keeps the field's entries at positions pos[0, n), their boxes copied; n above the
+ * room: too many, the object walks the field. */
+static void cache_store(const query_ctx *c, statics_cache_entry *e, const uint32_t *pos, size_t n) {
     if (n > STATICS_CACHE_ENTRIES) {
         e->count = CACHE_OVER;
         return;
@@ -450,6 +465,40 @@ static void cache_fill(const query_ctx *c, statics_cache_entry *e, const float q
         }
         e->id[j] = j < n ? c->f->ids[pos[j]] : 0;
     }
+}
+
+/* Fills entries e[0, n) (n <= BATCH_QUERIES), their fat boxes set: the field's entries that
+ * overlap each, found by one batched walk (or, when its frontier overflows, one walk each). */
+static void cache_fill(const query_ctx *c, statics_cache_entry **e, size_t n) {
+    int dims = c->w->config.dimensions;
+    frontier_entry at[2][FRONTIER_MAX];
+    float qmin[BATCH_QUERIES][3], qmax[BATCH_QUERIES][3];
+    for (size_t q = 0; q < n; q++) {
+        memcpy(qmin[q], e[q]->fat, sizeof qmin[q]);
+        memcpy(qmax[q], e[q]->fat + 3, sizeof qmax[q]);
+    }
+    uint8_t masks[FRONTIER_MAX];
+    int cur;
+    size_t count;
+    uint32_t pos[BATCH_QUERIES][STATICS_CACHE_ENTRIES];
+    if (!walk_batch(c, (const float(*)[3])qmin, (const float(*)[3])qmax, n, at, &cur, &count,
+                    masks)) {
+        for (size_t q = 0; q < n; q++)
+            cache_store(c, e[q], pos[q],
+                        collect(c->f, qmin[q], qmax[q], dims, pos[q], STATICS_CACHE_ENTRIES));
+        return;
+    }
+    size_t got[BATCH_QUERIES] = {0};
+    for (size_t i = 0; i < count; i++) {
+        frontier_entry fe = at[cur][i];
+        for (unsigned m = masks[i]; m; m &= m - 1) {
+            size_t q = fe.query;
+            if (got[q] < STATICS_CACHE_ENTRIES)
+                pos[q][got[q]] = 8 * fe.block + (uint32_t)__builtin_ctz(m);
+            got[q]++;
+        }
+    }
+    for (size_t q = 0; q < n; q++) cache_store(c, e[q], pos[q], got[q]);
 }
 
 static bool cache_hit(const query_ctx *c, uint32_t id) {
@@ -523,27 +572,47 @@ static void cached_range(const query_ctx *c, tree_worker *k, pairs_writer *wr, s
     statics_cache *x = c->cache;
     int dims = c->w->config.dimensions;
     size_t made = x->job_new[job];
-    uint32_t hit[8 + SIMD_PAD];
     enum { AHEAD = 4 };
+    /* First each object's entry, those to fill gathered into batches that walk the field
+     * together; then the tests. */
+    statics_cache_entry *entry[QUERY_SLOTS], *fill[BATCH_QUERIES];
+    size_t fills = 0;
     for (size_t s = begin; s < end; s++) {
-        if (s + AHEAD < end && x->slot_entry[s + AHEAD] != UINT32_MAX) {
-            const char *ahead = (const char *)&x->entry[x->slot_entry[s + AHEAD]];
-            for (size_t at = 0; at < 5 * 64; at += 64) __builtin_prefetch(ahead + at);
-        }
+        if (s + AHEAD < end && x->slot_entry[s + AHEAD] != UINT32_MAX)
+            __builtin_prefetch(&x->entry[x->slot_entry[s + AHEAD]]);
         uint32_t id = c->query_id[s];
         float qmin[3], qmax[3];
         query_box(c, s, qmin, qmax);
         statics_cache_entry *e;
+        bool stale = true;
         if (x->slot_entry[s] != UINT32_MAX) {
             e = &x->entry[x->slot_entry[s]];
-            if (e->generation != c->f->rebuilds || !cache_inside(e, qmin, qmax, dims))
-                cache_fill(c, e, qmin, qmax);
+            stale = e->generation != c->f->rebuilds || !cache_inside(e, qmin, qmax, dims);
         } else {
             x->of[id] = (uint32_t)made;
             e = &x->entry[made++];
             e->owner = id;
-            cache_fill(c, e, qmin, qmax);
         }
+        entry[s - begin] = e;
+        if (!stale) continue;
+        cache_fat(c, e, qmin, qmax);
+        fill[fills++] = e;
+        if (fills == BATCH_QUERIES) {
+            cache_fill(c, fill, fills);
+            fills = 0;
+        }
+    }
+    if (fills) cache_fill(c, fill, fills);
+    uint32_t hit[8 + SIMD_PAD];
+    for (size_t s = begin; s < end; s++) {
+        if (s + AHEAD < end) {
+            const char *ahead = (const char *)entry[s + AHEAD - begin];
+            for (size_t at = 0; at < 5 * 64; at += 64) __builtin_prefetch(ahead + at);
+        }
+        statics_cache_entry *e = entry[s - begin];
+        uint32_t id = c->query_id[s];
+        float qmin[3], qmax[3];
+        query_box(c, s, qmin, qmax);
         if (e->count == CACHE_OVER) {
             query_one(c, k, wr, id, qmin, qmax);
             continue;
