@@ -530,16 +530,8 @@ static void mark_nodes(size_t chunk, int worker, void *p) {
 
 /* A node's own bounds from its objects in the slots. */
 static void node_own_bounds(const octree *t, oc_node *node) {
-    int b = t->slots.cur;
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (uint32_t s = node->begin; s < node->end; s++) {
-        for (int k = 0; k < 3; k++) {
-            lo[k] = t->slots.smin[b][k][s] < lo[k] ? t->slots.smin[b][k][s] : lo[k];
-            hi[k] = t->slots.smax[b][k][s] > hi[k] ? t->slots.smax[b][k][s] : hi[k];
-        }
-    }
-    memcpy(node->own_lo, lo, sizeof lo);
-    memcpy(node->own_hi, hi, sizeof hi);
+    simd_boxes view = tree_slots_boxes(&t->slots);
+    simd_boxes_bounds(&view, node->begin, node->end, node->own_lo, node->own_hi);
 }
 
 /* What finish sums over a subtree for the statistics (sums and maxima: the same whatever the

@@ -194,6 +194,38 @@ void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, siz
         simd_blocks_scan(blocks, pairs, count, qmin, qmax, 2, masks);
 }
 
+/* Lane by lane as the wide kernels keep their accumulators, then reduced in their order. */
+void simd_boxes_bounds_scalar(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
+                              float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        float l[8], h[8];
+        for (int j = 0; j < 8; j++) {
+            l[j] = INFINITY;
+            h[j] = -INFINITY;
+        }
+        const float *mn = boxes->min[k], *mx = boxes->max[k];
+        size_t i = begin;
+        for (; end - i >= 8; i += 8) {
+            for (int j = 0; j < 8; j++) {
+                l[j] = mn[i + j] < l[j] ? mn[i + j] : l[j];
+                h[j] = mx[i + j] > h[j] ? mx[i + j] : h[j];
+            }
+        }
+        for (int w = 4; w >= 1; w /= 2) {
+            for (int j = 0; j < w; j++) {
+                l[j] = l[j + w] < l[j] ? l[j + w] : l[j];
+                h[j] = h[j + w] > h[j] ? h[j + w] : h[j];
+            }
+        }
+        for (; i < end; i++) {
+            l[0] = mn[i] < l[0] ? mn[i] : l[0];
+            h[0] = mx[i] > h[0] ? mx[i] : h[0];
+        }
+        lo[k] = l[0];
+        hi[k] = h[0];
+    }
+}
+
 /* Branch-free: every entry is copied to the next free position and kept when it qualifies. */
 size_t simd_boxes_select_scalar(const simd_boxes *src, const uint32_t *src_ids, size_t begin,
                                 size_t end, int dims, int axis, float plane, int side,
@@ -320,7 +352,8 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_point_vs_boxes_scalar,
                                                  simd_boxes_select_scalar,
                                                  simd_boxes_cross_pairs_scalar,
-                                                 simd_blocks_vs_boxes_scalar};
+                                                 simd_blocks_vs_boxes_scalar,
+                                                 simd_boxes_bounds_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -334,7 +367,8 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_point_vs_boxes_avx2,
                                                simd_boxes_select_avx2,
                                                simd_boxes_cross_pairs_avx2,
-                                               simd_blocks_vs_boxes_avx2};
+                                               simd_blocks_vs_boxes_avx2,
+                                               simd_boxes_bounds_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -360,7 +394,8 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_point_vs_boxes_baseline,
                                                    simd_boxes_select_baseline,
                                                    simd_boxes_cross_pairs_baseline,
-                                                   simd_blocks_vs_boxes_baseline};
+                                                   simd_blocks_vs_boxes_baseline,
+                                                   simd_boxes_bounds_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -464,4 +499,9 @@ void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t cou
                           const float (*qmin)[3], const float (*qmax)[3], int dims,
                           uint8_t *masks) {
     simd_active()->blocks_vs_boxes(blocks, pairs, count, qmin, qmax, dims, masks);
+}
+
+void simd_boxes_bounds(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
+                       float hi[3]) {
+    simd_active()->boxes_bounds(boxes, begin, end, lo, hi);
 }

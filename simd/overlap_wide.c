@@ -715,3 +715,35 @@ void SIMD_WIDE(simd_blocks_vs_boxes)(const float *blocks, const uint32_t *pairs,
     else
         simd_blocks_kernel(blocks, pairs, count, qmin, qmax, 2, masks);
 }
+
+/* ---- bounds of a range --------------------------------------------------------------------- */
+
+/* min_ps(a, b) is a < b ? a : b and max_ps(a, b) is a > b ? a : b, lane by lane: the twin's
+ * expressions, in the twin's order. */
+void SIMD_WIDE(simd_boxes_bounds)(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
+                                  float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        const float *mn = boxes->min[k], *mx = boxes->max[k];
+        simde__m256 l = simde_mm256_set1_ps(INFINITY), h = simde_mm256_set1_ps(-INFINITY);
+        size_t i = begin;
+        for (; end - i >= 8; i += 8) {
+            l = simde_mm256_min_ps(simde_mm256_loadu_ps(mn + i), l);
+            h = simde_mm256_max_ps(simde_mm256_loadu_ps(mx + i), h);
+        }
+        simde__m128 l4 =
+            simde_mm_min_ps(simde_mm256_extractf128_ps(l, 1), simde_mm256_castps256_ps128(l));
+        simde__m128 h4 =
+            simde_mm_max_ps(simde_mm256_extractf128_ps(h, 1), simde_mm256_castps256_ps128(h));
+        simde__m128 l2 = simde_mm_min_ps(simde_mm_movehl_ps(l4, l4), l4);
+        simde__m128 h2 = simde_mm_max_ps(simde_mm_movehl_ps(h4, h4), h4);
+        simde__m128 l1 = simde_mm_min_ss(simde_mm_shuffle_ps(l2, l2, 1), l2);
+        simde__m128 h1 = simde_mm_max_ss(simde_mm_shuffle_ps(h2, h2, 1), h2);
+        float a = simde_mm_cvtss_f32(l1), z = simde_mm_cvtss_f32(h1);
+        for (; i < end; i++) {
+            a = mn[i] < a ? mn[i] : a;
+            z = mx[i] > z ? mx[i] : z;
+        }
+        lo[k] = a;
+        hi[k] = z;
+    }
+}

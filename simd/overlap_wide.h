@@ -40,6 +40,8 @@
     void simd_blocks_vs_boxes_##variant(const float *blocks, const uint32_t *pairs, size_t count,  \
                                         const float(*qmin)[3], const float(*qmax)[3], int dims,    \
                                         uint8_t *masks);                                           \
+    void simd_boxes_bounds_##variant(const simd_boxes *boxes, size_t begin, size_t end,            \
+                                     float lo[3], float hi[3]);                                    \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -78,6 +80,8 @@ typedef struct simd_kernels {
     void (*blocks_vs_boxes)(const float *blocks, const uint32_t *pairs, size_t count,
                             const float (*qmin)[3], const float (*qmax)[3], int dims,
                             uint8_t *masks);
+    void (*boxes_bounds)(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
+                         float hi[3]);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

@@ -143,7 +143,8 @@ static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "sc
 static const simd_kernels dispatch_kernels = {
     "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
     simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
-    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs,  simd_blocks_vs_boxes};
+    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs,  simd_blocks_vs_boxes,
+    simd_boxes_bounds};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -801,6 +802,54 @@ TEST(blocks_vs_boxes_random) {
     CHECK(hits > lanes / 20 && hits < lanes - lanes / 20);
 }
 
+/* Bounds of random ranges (exactly allocated, so AddressSanitizer sees any read past the end),
+ * with signed zeros among the values: every variant against a naive minimum and maximum, and
+ * bit for bit against the scalar twin. */
+TEST(boxes_bounds_random) {
+    int failures_before = test_failures;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t state = seed * 7919;
+        int style = (int)(seed % STYLE_COUNT);
+        size_t begin = rng_below(&state, 11), end = begin + rng_below(&state, 70);
+        box_set b;
+        box_set_init(&b, end, 3);
+        for (size_t i = 0; i < end; i++) {
+            float mn[3], mx[3];
+            rng_box(&state, style, mn, mx);
+            for (int k = 0; k < 3; k++) {
+                if (rng_below(&state, 5) == 0) mn[k] = rng_below(&state, 2) ? -0.0f : 0.0f;
+                if (rng_below(&state, 5) == 0) mx[k] = rng_below(&state, 2) ? -0.0f : 0.0f;
+            }
+            box_set_put(&b, i, mn, mx, 3);
+        }
+        float want_lo[3], want_hi[3], twin_lo[3], twin_hi[3];
+        for (int k = 0; k < 3; k++) {
+            want_lo[k] = INFINITY;
+            want_hi[k] = -INFINITY;
+            for (size_t i = begin; i < end; i++) {
+                want_lo[k] = fminf(want_lo[k], b.min[k][i]);
+                want_hi[k] = fmaxf(want_hi[k], b.max[k][i]);
+            }
+        }
+        simd_boxes_bounds_scalar(&b.cols, begin, end, twin_lo, twin_hi);
+        for (int v = 0; v < VARIANT_COUNT; v++) {
+            const simd_kernels *kern = variant(v);
+            if (!kern) continue;
+            TEST_CONTEXT("seed %llu [%zu, %zu) variant %s", (unsigned long long)seed, begin, end,
+                         variant_names[v]);
+            float lo[3], hi[3];
+            kern->boxes_bounds(&b.cols, begin, end, lo, hi);
+            for (int k = 0; k < 3; k++) {
+                CHECK(lo[k] == want_lo[k] && hi[k] == want_hi[k]);
+                CHECK(memcmp(&lo[k], &twin_lo[k], sizeof(float)) == 0);
+                CHECK(memcmp(&hi[k], &twin_hi[k], sizeof(float)) == 0);
+            }
+        }
+        box_set_free(&b);
+        REQUIRE(test_failures == failures_before);
+    }
+}
+
 TEST(boxes_select_random) {
     int failures_before = test_failures;
     long long kept = 0, seen = 0;
@@ -1374,10 +1423,11 @@ TEST(pair_predicates) {
 TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
           TEST_ENTRY(boxes_cross_random), TEST_ENTRY(blocks_vs_boxes_random),
-          TEST_ENTRY(boxes_select_random), TEST_ENTRY(sphere_vs_spheres_random),
-          TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
-          TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
-          TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
-          TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
-          TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
-          TEST_ENTRY(ray_vs_boxes_near_boundary), TEST_ENTRY(point_vs_boxes_random))
+          TEST_ENTRY(boxes_bounds_random), TEST_ENTRY(boxes_select_random),
+          TEST_ENTRY(sphere_vs_spheres_random), TEST_ENTRY(sphere_vs_boxes_random),
+          TEST_ENTRY(box_vs_spheres_random), TEST_ENTRY(sphere_vs_spheres_near_boundary),
+          TEST_ENTRY(sphere_vs_boxes_near_boundary), TEST_ENTRY(box_vs_spheres_near_boundary),
+          TEST_ENTRY(sphere_vs_spheres_edges), TEST_ENTRY(sphere_box_edges),
+          TEST_ENTRY(sphere_box_sentinel), TEST_ENTRY(pair_predicates),
+          TEST_ENTRY(ray_vs_boxes_random), TEST_ENTRY(ray_vs_boxes_near_boundary),
+          TEST_ENTRY(point_vs_boxes_random))
