@@ -388,7 +388,7 @@ static bool query_batch(const query_ctx *c, tree_worker *k, pairs_writer *wr, si
 
 enum {
     CACHE_OVER = UINT32_MAX,
-    CACHE_SLOTS_MAX = 65536, /* tree objects (the first, in tree order) that keep an entry */
+    CACHE_SLOTS_MAX = 32768, /* tree objects (the first, in tree order) that keep an entry */
 };
 
 /* The fat box's margin on every axis, as a fraction of the box's largest side. */

@@ -38,7 +38,10 @@ typedef struct statics_level {
  * overlaps a "fat" box around the object's (its box grown by a margin). While the object's box
  * stays inside the fat box and the field is not rebuilt, its pairs with the field are among
  * those entries, so a step tests it against them alone, copied beside each other, instead of
- * walking the pyramid. Exact: the entries are the field's boxes, tested as the walk tests them. */
+ * walking the pyramid. Exact: the entries are the field's boxes, tested as the walk tests them.
+ * An entry is 512 bytes; the first 32768 tree objects (in tree order) keep one, the others walk
+ * every step, and the entries of objects gone from the tree are dropped when they would
+ * outnumber those in use (all start again then): at most about 34 MB per field. */
 enum { STATICS_CACHE_ENTRIES = 16 };
 
 typedef struct statics_cache_entry {
