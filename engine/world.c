@@ -597,12 +597,17 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
     const float *hi[3] = {b->max_x, b->max_y, b->max_z};
     int dims = w->config.dimensions;
     long delta = 0;
+    /* Counted here and stored once: *changed sits beside the other chunks' counts, and a store
+     * per object (the compiler must keep it in memory, as the stores to kind may alias it) made
+     * the two threads fight over that cache line (moving2d 1e5 on 2 threads: 1.15 ms for this
+     * pass against 0.35 on one). */
+    size_t fresh = 0;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         world_box *r = &w->box[id];
         bool same = w->kind[id] == OBJECT_BOX;
         for (int k = 0; k < dims; k++) same = same && r->lo[k] == lo[k][i] && r->hi[k] == hi[k][i];
-        if (!same) *changed += mark_changed(w, id);
+        if (!same) fresh += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             r->lo[k] = k < dims ? lo[k][i] : 0.0f;
             r->hi[k] = k < dims ? hi[k][i] : 0.0f;
@@ -612,6 +617,7 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
         delta -= w->kind[id] == OBJECT_SPHERE;
         w->kind[id] = OBJECT_BOX;
     }
+    *changed = fresh;
     return delta;
 }
 
@@ -621,12 +627,13 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
     const float *c[3] = {s->x, s->y, s->z};
     int dims = w->config.dimensions;
     long delta = 0;
+    size_t fresh = 0; /* stored once, as in write_boxes_range */
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         float r = s->radius[i];
         bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
         for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
-        if (!same) *changed += mark_changed(w, id);
+        if (!same) fresh += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
             w->center[k][id] = ck;
@@ -639,6 +646,7 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
         delta += w->kind[id] != OBJECT_SPHERE;
         w->kind[id] = OBJECT_SPHERE;
     }
+    *changed = fresh;
     return delta;
 }
 
