@@ -268,15 +268,17 @@ static void emit(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t 
     tree_emit(c->w, k, wr, qid, ids, h);
 }
 
-/* Every entry whose box overlaps object qid's (qmin, qmax), through the exact filter. */
-static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid,
-                      const float qmin[3], const float qmax[3]) {
-    const statics_field *f = c->f;
-    int dims = c->w->config.dimensions;
+/* A depth-first walk of the field for the box (lo, hi): each block of level 0 that it meets is
+ * handed to visit with the lanes that overlap (block index, hit lanes, count); the walk stops
+ * when visit returns false. Blocks are visited in order, each fetched ahead. */
+typedef bool walk_visit(void *ctx, size_t block, const uint32_t *hit, size_t n);
+
+static inline void walk_one(const statics_field *f, const float lo[3], const float hi[3], int dims,
+                            walk_visit *visit, void *ctx) {
     uint32_t stack[STACK_MAX];
     uint8_t stack_level[STACK_MAX];
     uint32_t hit[8 + SIMD_PAD];
-    size_t top = 0, h = 0;
+    size_t top = 0;
     stack[top] = 0;
     stack_level[top++] = (uint8_t)(f->levels - 1);
     while (top > 0) {
@@ -284,17 +286,12 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
         int l = stack_level[top];
         size_t b = stack[top];
         simd_boxes view = block_view(f->level[l].blocks + b * STATICS_BLOCK_FLOATS);
-        size_t n = simd_box_vs_boxes(qmin, qmax, &view, 0, 8, dims, hit);
+        size_t n = simd_box_vs_boxes(lo, hi, &view, 0, 8, dims, hit);
         if (l == 0) {
-            if (h + 8 > k->hit_capacity) {
-                emit(c, k, wr, qid, c->f->ids, h);
-                h = 0;
-            }
-            for (size_t j = 0; j < n; j++) k->hits[h + j] = (uint32_t)(8 * b) + hit[j];
-            h += n;
+            if (n && !visit(ctx, b, hit, n)) return;
             continue;
         }
-        /* Pushed last first, so that blocks are visited in order; each fetched ahead. */
+        /* Pushed last first, so that blocks are visited in order. */
         const float *below = f->level[l - 1].blocks;
         for (size_t j = n; j > 0; j--) {
             size_t child = 8 * b + hit[j - 1];
@@ -303,7 +300,32 @@ static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint
             stack_level[top++] = (uint8_t)(l - 1);
         }
     }
-    emit(c, k, wr, qid, c->f->ids, h);
+}
+
+typedef struct one_query {
+    const query_ctx *c;
+    tree_worker *k;
+    pairs_writer *wr;
+    uint32_t qid;
+    size_t h;
+} one_query;
+
+static bool one_query_visit(void *p, size_t block, const uint32_t *hit, size_t n) {
+    one_query *q = p;
+    if (q->h + 8 > q->k->hit_capacity) {
+        emit(q->c, q->k, q->wr, q->qid, q->c->f->ids, q->h);
+        q->h = 0;
+    }
+    for (size_t j = 0; j < n; j++) q->k->hits[q->h++] = (uint32_t)(8 * block) + hit[j];
+    return true;
+}
+
+/* Every entry whose box overlaps object qid's (qmin, qmax), through the exact filter. */
+static void query_one(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t qid,
+                      const float qmin[3], const float qmax[3]) {
+    one_query q = {c, k, wr, qid, 0};
+    walk_one(c->f, qmin, qmax, c->w->config.dimensions, one_query_visit, &q);
+    if (q.h) emit(c, k, wr, qid, c->f->ids, q.h);
 }
 
 /* A batch of queries walks the pyramid level by level together: each level's blocks, for all
@@ -394,36 +416,28 @@ enum {
 /* The fat box's margin on every axis, as a fraction of the box's largest side. */
 #define CACHE_MARGIN 0.5f
 
+typedef struct collected {
+    uint32_t *out;
+    size_t count, max; /* count > max: too many */
+} collected;
+
+static bool collect_visit(void *p, size_t block, const uint32_t *hit, size_t n) {
+    collected *o = p;
+    if (o->count + n > o->max) {
+        o->count = o->max + 1;
+        return false;
+    }
+    for (size_t j = 0; j < n; j++) o->out[o->count++] = (uint32_t)(8 * block) + hit[j];
+    return true;
+}
+
 /* Every level-0 position whose box overlaps (lo, hi), into out[0, max); max + 1 when there are
- * more. A depth-first walk, as query_one's. */
+ * more. */
 static size_t collect(const statics_field *f, const float lo[3], const float hi[3], int dims,
                       uint32_t *out, size_t max) {
-    uint32_t stack[STACK_MAX];
-    uint8_t stack_level[STACK_MAX];
-    uint32_t hit[8 + SIMD_PAD];
-    size_t top = 0, h = 0;
-    stack[top] = 0;
-    stack_level[top++] = (uint8_t)(f->levels - 1);
-    while (top > 0) {
-        top--;
-        int l = stack_level[top];
-        size_t b = stack[top];
-        simd_boxes view = block_view(f->level[l].blocks + b * STATICS_BLOCK_FLOATS);
-        size_t n = simd_box_vs_boxes(lo, hi, &view, 0, 8, dims, hit);
-        if (l == 0) {
-            if (h + n > max) return max + 1;
-            for (size_t j = 0; j < n; j++) out[h++] = (uint32_t)(8 * b) + hit[j];
-            continue;
-        }
-        const float *below = f->level[l - 1].blocks;
-        for (size_t j = n; j > 0; j--) {
-            size_t child = 8 * b + hit[j - 1];
-            fetch_block(below + child * STATICS_BLOCK_FLOATS);
-            stack[top] = (uint32_t)child;
-            stack_level[top++] = (uint8_t)(l - 1);
-        }
-    }
-    return h;
+    collected o = {out, 0, max};
+    walk_one(f, lo, hi, dims, collect_visit, &o);
+    return o.count;
 }
 
 static bool cache_inside(const statics_cache_entry *e, const float qmin[3], const float qmax[3],
