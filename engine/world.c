@@ -391,7 +391,10 @@ static bool spheres_present(const broadphase_world *w, const broadphase_spheres 
 /* ---- batches in parallel -------------------------------------------------------------------- */
 
 /* Validation and copying of large batches run over fixed chunks on the worker threads; the
- * first failing chunk holds the first bad element, whatever the thread count. */
+ * first failing chunk holds the first bad element, whatever the thread count. The chunks cost
+ * the same, so each worker takes the same contiguous share in every pass (threads_for_chunks_
+ * static): the ids it stamped and checked are the ones it writes (move 1e6 2T 4.3-4.4 ->
+ * 3.9-4.1 ms). */
 enum { BATCH_GRAIN = 32768, BATCH_CHUNKS = 256 };
 
 typedef enum batch_op {
@@ -466,7 +469,7 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
     b.count = count;
     b.chunk = count / BATCH_CHUNKS + 1 > BATCH_GRAIN ? count / BATCH_CHUNKS + 1 : BATCH_GRAIN;
     size_t chunks = (count + b.chunk - 1) / b.chunk;
-    threads_for_chunks(w->workers, chunks, batch_chunk, &b);
+    threads_for_chunks_static(w->workers, chunks, batch_chunk, &b);
     long delta = 0;
     for (size_t c = 0; c < chunks; c++) {
         if (b.status[c] != BROADPHASE_OK) {

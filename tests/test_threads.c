@@ -50,6 +50,22 @@ TEST(for_chunks_visits_each_chunk_once) {
                 CHECK_EQ_INT(visits[i], 1);
                 CHECK(worker[i] >= 0 && worker[i] < worker_counts[w]);
             }
+            /* The static schedule: each chunk once, and a worker's share contiguous and the same
+             * from call to call. */
+            int *first = calloc(n + 1, sizeof *first);
+            REQUIRE(first);
+            for (int call = 0; call < 2; call++) {
+                memset(visits, 0, (n + 1) * sizeof *visits);
+                threads_for_chunks_static(worker_counts[w], n, record_chunk, &r);
+                for (size_t i = 0; i < n; i++) {
+                    CHECK_EQ_INT(visits[i], 1);
+                    CHECK(worker[i] >= 0 && worker[i] < worker_counts[w]);
+                    if (i > 0) CHECK(worker[i] >= worker[i - 1]);
+                    if (call == 0) first[i] = worker[i];
+                    if (call == 1) CHECK_EQ_INT(worker[i], first[i]);
+                }
+            }
+            free(first);
             free(visits);
             free(worker);
         }

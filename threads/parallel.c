@@ -97,6 +97,24 @@ void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, v
 #endif
 }
 
+void threads_for_chunks_static(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx) {
+    workers = threads_clamp_workers(workers);
+    if (threads_run_inline(workers, chunk_count)) {
+        int worker = threads_worker_index();
+        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+        return;
+    }
+#if THREADS_HAVE_OPENMP
+    int team = chunk_count < (size_t)workers ? (int)chunk_count : workers;
+#pragma omp parallel num_threads(team)
+    {
+        int worker = omp_get_thread_num();
+#pragma omp for schedule(static) nowait
+        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+    }
+#endif
+}
+
 typedef struct threads_ranges {
     size_t count;
     size_t grain;

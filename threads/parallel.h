@@ -18,6 +18,9 @@ int threads_resolve(int requested);
  * writes each chunk's results to a place owned by that chunk. */
 typedef void threads_chunk_fn(size_t chunk, int worker, void *ctx);
 void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx);
+/* The same for chunks of equal cost: worker w takes the w-th contiguous share of them, the same
+ * share at every call, so that passes over the same data keep it in the same core's cache. */
+void threads_for_chunks_static(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx);
 
 /* Calls fn(begin, end, worker, ctx) over [0, count) cut into ranges of `grain` items (the last
  * may be shorter), claimed dynamically. */
