@@ -78,7 +78,11 @@ static bool threads_run_inline(int workers, size_t chunk_count) {
 #endif
 }
 
-void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx) {
+/* Chunks claimed one at a time (dynamic: they vary in cost, as tree jobs and clustered scenes
+ * do), or, for chunks of equal cost, each worker's contiguous share (static: the same at every
+ * call). */
+static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx,
+                       bool dynamic) {
     workers = threads_clamp_workers(workers);
     if (threads_run_inline(workers, chunk_count)) {
         int worker = threads_worker_index();
@@ -90,29 +94,25 @@ void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, v
 #pragma omp parallel num_threads(team)
     {
         int worker = omp_get_thread_num();
-        /* Chunks vary in cost (tree jobs, clustered scenes), so they are claimed one at a time. */
+        if (dynamic) {
 #pragma omp for schedule(dynamic, 1) nowait
-        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+            for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+        } else {
+#pragma omp for schedule(static) nowait
+            for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+        }
     }
+#else
+    (void)dynamic;
 #endif
 }
 
+void threads_for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx) {
+    for_chunks(workers, chunk_count, fn, ctx, true);
+}
+
 void threads_for_chunks_static(int workers, size_t chunk_count, threads_chunk_fn *fn, void *ctx) {
-    workers = threads_clamp_workers(workers);
-    if (threads_run_inline(workers, chunk_count)) {
-        int worker = threads_worker_index();
-        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
-        return;
-    }
-#if THREADS_HAVE_OPENMP
-    int team = chunk_count < (size_t)workers ? (int)chunk_count : workers;
-#pragma omp parallel num_threads(team)
-    {
-        int worker = omp_get_thread_num();
-#pragma omp for schedule(static) nowait
-        for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
-    }
-#endif
+    for_chunks(workers, chunk_count, fn, ctx, false);
 }
 
 typedef struct threads_ranges {
