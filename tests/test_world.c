@@ -908,9 +908,10 @@ TEST(bad_input_unknown_id) {
     broadphase_destroy(fx.w);
 }
 
-/* Batches large enough to be checked in parallel chunks (the world cuts them at 32768): an id
- * repeated across chunks, or within a later chunk, or after an unknown one, is named at its
- * first bad position whatever the thread count, and nothing changes. */
+/* Batches large enough to be checked in parallel chunks (the world cuts one of 32768 or more
+ * into 256, here of 586 ids each): an id repeated across chunks, or within a later chunk, or
+ * after an unknown one, is named at its first bad position whatever the thread count, and
+ * nothing changes. */
 TEST(bad_input_large_batches) {
     enum { N = 150000 };
     float *col = malloc(6 * N * sizeof *col);
