@@ -57,7 +57,7 @@ UPDATE_ORDER = ("auto", "rebuild", "refit")
 PEER_ORDER = ("bullet-dbvt", "bullet-sap", "cgal", "fcl", "box2d")
 RATIO = ("kdtree", "octree")
 PHASES = ("update_ms", "search_ms", "output_ms")
-COUNTERS = ("pairs",) + PHASES + ("items_per_second", "rebuilds_per_frame")
+COUNTERS = ("pairs",) + PHASES + ("items_per_second", "rebuilds_per_frame", "round_trip_ns")
 UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 NAME_FLAGS = {"real_time", "process_time", "manual_time"}
 AGGREGATE_SUFFIX = re.compile(r"_(mean|median|stddev|cv|min|max)$")
@@ -452,9 +452,22 @@ def machine_lines(res, base_dir):
     files = ", ".join(f"[`{p}`]({p})" + (f" ({d})" if d else "") for p, _, d in described)
     machines = sorted({m for _, m, _ in described})
     if len(machines) == 1:
-        return [f"Machine: {machines[0]}. Data: {files}."]
-    return ["Machines and data:", ""] + [f"- [`{p}`]({p})" + (f" ({d})" if d else "") + f": {m}"
-                                         for p, m, d in described]
+        lines = [f"Machine: {machines[0]}. Data: {files}."]
+    else:
+        lines = ["Machines and data:", ""] + [
+            f"- [`{p}`]({p})" + (f" ({d})" if d else "") + f": {m}" for p, m, d in described]
+    return lines + round_trip_lines(res)
+
+
+def round_trip_lines(res):
+    """The cross-core round trip measured as each case began (perf/machine.h), where recorded."""
+    trips = sorted(r["round_trip_ns"] for r in res.rec.values() if r.get("round_trip_ns"))
+    if not trips:
+        return []
+    return ["", f"Cross-core round trip as each case began (`round_trip_ns`, perf/machine.h): "
+                f"median {trips[len(trips) // 2]:.0f} ns, from {trips[0]:.0f} to {trips[-1]:.0f} "
+                f"over {len(trips)} cases. On a virtual machine it moves with where the host runs "
+                f"the virtual CPUs, and two-thread figures move with it."]
 
 
 def rel(path, base_dir):

@@ -2,6 +2,7 @@
  * pair counts, and on request checks every frame against the brute-force oracle (a second world
  * below 200 000 objects, exact predicates on sampled objects above). */
 #include "broadphase.h"
+#include "machine.h"
 #include "scenes.h"
 #include "svg.h"
 #include "../simd/overlap.h"
@@ -19,6 +20,7 @@
 /* Above this many objects the brute-force world would take seconds per frame: sample instead. */
 #define RUNNER_FULL_CHECK_LIMIT 200000
 #define RUNNER_PER_FRAME_LINES_MAX 20
+#define ROUND_TRIPS 4000 /* exchanges per cross-core probe: 1-3 ms */
 
 typedef struct options {
     scene_kind scene;
@@ -855,6 +857,8 @@ int main(int argc, char **argv) {
                o.check_sample < o.count ? o.check_sample : o.count);
     }
 
+    /* Before the frames and after them (printed with the summary): see machine.h. */
+    double round_trip_before = machine_round_trip_ns(ROUND_TRIPS);
     int exit_code = 1;
     broadphase_world *w = NULL, *oracle = NULL;
     uint32_t *ids = malloc((o.count ? o.count : 1) * sizeof *ids);
@@ -1057,6 +1061,8 @@ int main(int argc, char **argv) {
         printf(
             "events: %zu pairs begun, %zu ended over %zu frames (the first frame's begun: all)\n",
             begun_total, ended_total, n);
+    printf("machine: cross-core round trip %.0f ns before the frames, %.0f ns after\n",
+           round_trip_before, machine_round_trip_ns(ROUND_TRIPS));
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
     printf("structure: %llu steps, %llu rebuilds, %llu refits; %zu objects at rest (%llu rest "
