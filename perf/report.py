@@ -22,6 +22,8 @@ Markdown (stdout, --markdown FILE, or between the markers in --readme FILE):
   phases   update / search / output ms of our methods at each scene's largest N, most threads
   threads  ms at each thread count and speed-up over 1 thread, at the largest N that has two or
            more thread counts
+  floors   (--floors, alone) the project's speed targets at 2 threads, each met or not, with the
+           cross-core round trip (perf/machine.h) its case began with
 Plots (--plots DIR), for each --plot-scene (default moving,moving2d; the first one's files have
 no suffix, the others' end in _<scene>):
   ms_vs_n[_<scene>].svg             ms per frame vs N, log-log: each tree at its best update
@@ -506,6 +508,63 @@ def markdown(res, args, images, base_dir):
         if lines:
             out += ["", f"{h} {title}", "", note, ""] + lines
     return "\n".join(out) + "\n"
+
+
+# The speed targets the project set itself (issue 4), each checked at two threads against one
+# file's medians: (what, scene, N, kind, bound). "ms": our fastest method at most <bound> ms;
+# "peer": at least <bound> times faster than the fastest peer library; "scale": our fastest
+# method at 2 threads at least <bound> times faster than the same method at 1.
+FLOORS = (("moving", 10_000, "ms", 0.3), ("moving", 100_000, "ms", 2.5),
+          ("moving", 1_000_000, "ms", 25.0), ("moving", 1_000_000, "peer", 20.0),
+          ("moving2d", 100_000, "ms", 2.5), ("mixed", 100_000, "ms", 15.0),
+          ("dense", 2_000, "ms", 4.0), ("moving", 1_000_000, "scale", 1.8))
+
+
+def floors_table(res):
+    """One row per target that the file has the cases for: the figure, the bound, met or not,
+    which method, and the cross-core round trip as its case began."""
+    rows = []
+    for scene, n, kind, bound in FLOORS:
+        best = res.best_ours(scene, n, 2)
+        if best is None:
+            continue
+        key, ms = best
+        trip = res.rec[key].get("round_trip_ns")
+        what, figure, detail = f"{scene}, N = {n:,}", None, label(key.engine, key.update)
+        if kind == "ms":
+            what += ", ms per frame"
+            figure, met, shown, limit = ms, ms <= bound, fmt(ms), f"<= {fmt(bound)}"
+        elif kind == "peer":
+            peers = [(res.peer_ms(scene, n, p), p) for p in res.peers()]
+            peers = [(m, p) for m, p in peers if m is not None]
+            if not peers:
+                continue
+            peer_ms, peer = min(peers)
+            figure = peer_ms / ms
+            what += f", speed-up over the fastest peer ({peer}, {fmt(peer_ms)} ms)"
+            met, shown, limit = figure >= bound, fmt_x(figure), f">= {fmt_x(bound)}"
+        else:
+            one = res.ms(Key(scene, n, key.engine, key.update, 1))
+            if one is None:
+                continue
+            figure = one / ms
+            what += f", 2 threads over 1 ({fmt(one)} -> {fmt(ms)} ms)"
+            met, shown, limit = figure >= bound, fmt_x(figure), f">= {fmt_x(bound)}"
+        rows.append([what, shown, limit, "yes" if met else "**no**", detail,
+                     f"{trip:.0f}" if trip else "-"])
+    if not rows:
+        return []
+    return table(["target (2 threads)", "measured", "floor", "met", "method", "round trip, ns"],
+                 ["---", "---:", "---:", "---", "---", "---:"], rows)
+
+
+def floors_markdown(res, base_dir):
+    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out = machine_lines(res, base_dir)
+    out += ["", f"The project's speed targets (issue 4) against this file's medians, at 2 "
+                f"threads; \"round trip\" is the machine's cross-core round trip as that case "
+                f"began. Made by `{command}`.", ""]
+    return "\n".join(out + floors_table(res)) + "\n"
 
 
 STILL = ("static_world", "static_world_all_in_tree", "static_world_movers_only", "sleeping",
@@ -1014,6 +1073,9 @@ def main():
                          "<!-- perf:NAME:end --> instead (a second machine's figures, say)")
     ap.add_argument("--queries", action="store_true",
                     help="only the table of spatial query throughput (query/... cases)")
+    ap.add_argument("--floors", action="store_true",
+                    help="only the table of the project's speed targets at 2 threads, met or "
+                         "not (perf/run_standard.sh --floors makes the file)")
     args = ap.parse_args()
 
     def write_section(text):
@@ -1043,9 +1105,9 @@ def main():
         scenes = [s for s in args.plot_scene.split(",") if s]
         images = write_plots(res, args.plots, scenes)
 
-    if args.still:
+    if args.still or args.floors:
         base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
-        write_section(still_markdown(res, args, base))
+        write_section(still_markdown(res, args, base) if args.still else floors_markdown(res, base))
         return
     if args.readme:
         base = os.path.dirname(os.path.abspath(args.readme))

@@ -14,12 +14,16 @@
 # bullet-sap box, ray and closest ray, fcl box, on uniform; box2d box, ray and closest ray on
 # plane2d, next to our trees' single 2D queries), bullet-sap at 1e5 only. About three minutes for
 # ours, plus the peers' set-up, paid once per peer and N: bullet-sap about two minutes at 1e5,
-# box2d about 30 s at 1e6, the others seconds.
+# box2d about 30 s at 1e6, the others seconds. With --floors: the cases issue 4's floors name
+# (moving at 1e4, 1e5 and 1e6 with fcl beside it, moving2d at 1e5 with box2d, mixed at 1e5,
+# dense at 2000), both trees, 1 thread and all of them, in about 5 minutes: short enough to run
+# again when the machine's cross-core round trip (recorded per case) has changed.
 #
-# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries] [--bench PATH] [OUT.json]
-#                             [-- OPTIONS...]
+# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors] [--bench PATH]
+#                             [OUT.json] [-- OPTIONS...]
 #   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
-#              bench-still.json with --still, bench-queries.json with --queries)
+#              bench-still.json with --still, bench-queries.json with --queries,
+#              bench-floors.json with --floors)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --threads-sweep) mode=sweep ;;
     --still) mode=still ;;
     --queries) mode=queries ;;
+    --floors) mode=floors ;;
     --bench)
         bench=$2
         shift
@@ -80,6 +85,10 @@ elif [ "$mode" = still ]; then
 elif [ "$mode" = queries ]; then
     out=${out:-perf/results/bench-queries.json}
     filter="^query/[a-z0-9]+/(kdtree|octree|brute|bullet-dbvt|bullet-sap|fcl|box2d)/(2d/)?n:(100000|1000000)/"
+elif [ "$mode" = floors ]; then
+    out=${out:-perf/results/bench-floors.json}
+    trees='(kdtree|octree)/auto'
+    filter="^step/(moving/($trees|fcl)/n:(10000|100000|1000000)|moving2d/($trees|(kdtree|octree)/refit|box2d)/n:100000|mixed/$trees/n:100000|dense/($trees|brute)/n:2000)/threads:(1|$most)/"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
