@@ -88,6 +88,7 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     }
     int bits = ps->bucket_bits, block_bits = ps->block_bits;
     size_t buckets = (size_t)1 << bits;
+    ps->narrow = 2 * ps->shift - bits <= 32;
     /* Room for the expected pairs plus a quarter, plus a partly filled block per worker and
      * bucket, plus a sink block per worker. */
     size_t blocks = ((expect + expect / 4) >> block_bits) + workers * buckets + 4;
@@ -126,6 +127,7 @@ pairs_writer pairs_writer_begin(pairs_state *ps, int worker) {
                               .worker = worker};
     return (pairs_writer){.ps = ps,
                           .pool = ps->pool,
+                          .pool32 = ps->narrow ? (uint32_t *)(void *)ps->pool : NULL,
                           .cursor = ps->cursors + w * ps->cursor_row,
                           .block_mask = ((size_t)1 << ps->block_bits) - 1,
                           .shift = ps->shift,
@@ -166,17 +168,48 @@ static void unpack(broadphase_pair *out, const uint64_t *keys, size_t n, int shi
 #define PAIRS_INLINE static inline
 #endif
 
+/* Key i of a block whose first key is at pool index `at`: whole, or in a narrow pool the bits
+ * below the bucket's (rest of them) under the bucket's own. */
+PAIRS_INLINE uint64_t pool_key(const pairs_state *ps, size_t at, size_t i, uint64_t prefix,
+                               uint64_t below) {
+    if (!ps->narrow) return ps->pool[at + i];
+    return prefix | (((const uint32_t *)(const void *)ps->pool)[at + i] & below);
+}
+
+/* The key prefix and the mask of the bits below it, for a narrow pool's bucket. */
+static void bucket_parts(const pairs_state *ps, size_t bucket, uint64_t *prefix, uint64_t *below) {
+    unsigned rest = (unsigned)(2 * ps->shift - ps->bucket_bits);
+    *prefix = rest < 64 ? (uint64_t)bucket << rest : 0;
+    *below = rest < 64 ? ((uint64_t)1 << rest) - 1 : ~(uint64_t)0;
+}
+
+/* Entry i of a run: a whole key, or in a narrow pool's bucket the bits below the bucket's. The
+ * `narrow` arguments below are literals, so each of these folds to one load or store. */
+PAIRS_INLINE uint64_t run_get(const void *run, size_t i, bool narrow) {
+    return narrow ? ((const uint32_t *)run)[i] : ((const uint64_t *)run)[i];
+}
+
+PAIRS_INLINE void run_put(void *run, size_t i, uint64_t key, bool narrow) {
+    if (narrow)
+        ((uint32_t *)run)[i] = (uint32_t)key;
+    else
+        ((uint64_t *)run)[i] = key;
+}
+
 /* A bucket's keys copied from its blocks to dst while every digit is counted. */
-PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, uint64_t *dst,
-                               uint32_t (*count)[1 << DIGIT_MAX], unsigned width, unsigned passes) {
-    uint64_t digit = ((uint64_t)1 << width) - 1;
+PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, void *dst,
+                               uint32_t (*count)[1 << DIGIT_MAX], unsigned width, unsigned passes,
+                               bool narrow) {
+    uint64_t digit = ((uint64_t)1 << width) - 1, prefix, below;
+    bucket_parts(ps, bucket, &prefix, &below);
     size_t n = 0;
     for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
         uint32_t block = ps->block_list[e], fill = ps->block_fill[block];
-        const uint64_t *from = ps->pool + ((size_t)block << ps->block_bits);
+        size_t at = (size_t)block << ps->block_bits;
         for (uint32_t i = 0; i < fill; i++) {
-            uint64_t key = from[i];
-            dst[n++] = key;
+            uint64_t key = narrow ? ((const uint32_t *)(const void *)ps->pool)[at + i] & below
+                                  : ps->pool[at + i];
+            run_put(dst, n++, key, narrow);
             for (unsigned q = 0; q < passes; q++) count[q][(key >> (width * q)) & digit]++;
         }
     }
@@ -185,36 +218,42 @@ PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, uint64_t *d
 /* One bucket, on one worker: its keys gathered from its blocks while every digit below the
  * bucket's bits is counted, then LSD radix passes between the worker's two scratch runs,
  * skipping digits that all keys share; the last pass scatters straight into the published
- * pairs. */
-static void sort_bucket(size_t bucket, int worker, void *p) {
-    pairs_state *ps = p;
+ * pairs. In a narrow pool the runs hold 32-bit keys, the bits below the bucket's: half the
+ * bytes moved by every pass, and runs that stay in cache twice as long. */
+PAIRS_INLINE void sort_keys(pairs_state *ps, size_t bucket, int worker, bool narrow) {
     size_t m = ps->bucket_count[bucket];
-    if (m == 0 || m > ps->big) return;
     uint64_t *base = ps->scratch + (size_t)worker * ps->scratch_stride;
     uint32_t(*count)[1 << DIGIT_MAX] = (uint32_t(*)[1 << DIGIT_MAX]) base;
-    uint64_t *src = base + COUNT_WORDS, *dst = src + ps->scratch_run;
+    void *src = base + COUNT_WORDS, *dst = base + COUNT_WORDS + ps->scratch_run;
     unsigned rest = (unsigned)(2 * ps->shift - ps->bucket_bits); /* bits below the bucket's */
     /* As few digits as possible of at most DIGIT_MAX bits, spread evenly. */
     unsigned passes = (rest + DIGIT_MAX - 1) / DIGIT_MAX;
     unsigned width = (rest + passes - 1) / passes;
     size_t bins = (size_t)1 << width;
-    uint64_t digit = bins - 1;
+    uint64_t digit = bins - 1, prefix, below;
+    bucket_parts(ps, bucket, &prefix, &below);
+    if (!narrow) prefix = 0; /* whole keys carry their bucket's bits */
     for (unsigned q = 0; q < passes; q++) memset(count[q], 0, bins * sizeof count[q][0]);
     /* The common digit counts get loops of their own, unrolled by the compiler. */
     if (passes == 2)
-        gather_count(ps, bucket, src, count, width, 2);
+        gather_count(ps, bucket, src, count, width, 2, narrow);
     else if (passes == 3)
-        gather_count(ps, bucket, src, count, width, 3);
+        gather_count(ps, bucket, src, count, width, 3, narrow);
     else
-        gather_count(ps, bucket, src, count, width, passes);
+        gather_count(ps, bucket, src, count, width, passes, narrow);
     unsigned live[PASSES_MAX], nlive = 0;
+    uint64_t first = run_get(src, 0, narrow);
     for (unsigned q = 0; q < passes; q++)
-        if (count[q][(src[0] >> (width * q)) & digit] != m) live[nlive++] = q;
+        if (count[q][(first >> (width * q)) & digit] != m) live[nlive++] = q;
     broadphase_pair *out = ps->out + ps->bucket_offset[bucket];
     int shift = ps->shift;
     uint64_t low_mask = ((uint64_t)1 << shift) - 1;
     if (nlive == 0) {
-        unpack(out, src, m, shift);
+        for (size_t i = 0; i < m; i++) {
+            uint64_t key = prefix | run_get(src, i, narrow);
+            out[i].a = (uint32_t)(key >> shift);
+            out[i].b = (uint32_t)(key & low_mask);
+        }
         return;
     }
     for (unsigned l = 0; l < nlive; l++) {
@@ -226,19 +265,33 @@ static void sort_bucket(size_t bucket, int worker, void *p) {
             sum += k;
         }
         if (l + 1 < nlive) {
-            for (size_t i = 0; i < m; i++) dst[c[(src[i] >> at) & digit]++] = src[i];
-            uint64_t *t = src;
+            for (size_t i = 0; i < m; i++) {
+                uint64_t key = run_get(src, i, narrow);
+                run_put(dst, c[(key >> at) & digit]++, key, narrow);
+            }
+            void *t = src;
             src = dst;
             dst = t;
         } else {
             for (size_t i = 0; i < m; i++) {
-                uint64_t key = src[i];
+                uint64_t key = run_get(src, i, narrow);
                 broadphase_pair *o = &out[c[(key >> at) & digit]++];
+                key |= prefix;
                 o->a = (uint32_t)(key >> shift);
                 o->b = (uint32_t)(key & low_mask);
             }
         }
     }
+}
+
+static void sort_bucket(size_t bucket, int worker, void *p) {
+    pairs_state *ps = p;
+    size_t m = ps->bucket_count[bucket];
+    if (m == 0 || m > ps->big) return;
+    if (ps->narrow)
+        sort_keys(ps, bucket, worker, true);
+    else
+        sort_keys(ps, bucket, worker, false);
 }
 
 typedef struct big_unpack {
@@ -263,11 +316,13 @@ static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
         !world_grow(w, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(w->workers), 1, 0))
         return false;
     size_t n = 0;
+    uint64_t prefix, below;
+    bucket_parts(ps, bucket, &prefix, &below);
     for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
         uint32_t block = ps->block_list[e];
-        memcpy(ps->keys + n, ps->pool + ((size_t)block << ps->block_bits),
-               ps->block_fill[block] * sizeof(uint64_t));
-        n += ps->block_fill[block];
+        size_t at = (size_t)block << ps->block_bits;
+        for (uint32_t i = 0; i < ps->block_fill[block]; i++)
+            ps->keys[n++] = pool_key(ps, at, i, prefix, below);
     }
     threads_radix_sort_u64(w->workers, ps->keys, ps->tmp, m, 2 * ps->shift - ps->bucket_bits,
                            ps->hist);

@@ -29,6 +29,10 @@ typedef struct pairs_state {
      * counted). */
     uint64_t *pool;
     int block_bits;
+    /* When a key's bits below its bucket's fit in 32 (2 * shift - bucket_bits <= 32), the pool
+     * holds them alone, as uint32_t from its start: half the bytes written in the search and
+     * read back by the sort (the bucket gives the rest of the key). */
+    bool narrow;
     uint32_t *block_bucket; /* by block: whose keys it holds */
     uint32_t *block_fill;   /* by block: keys in it */
     size_t pool_blocks, pool_capacity, block_bucket_capacity, block_fill_capacity;
@@ -82,8 +86,9 @@ typedef struct pairs_state {
 typedef struct pairs_writer {
     pairs_state *ps;
     uint64_t *pool;
-    size_t *cursor; /* this worker's row of ps->cursors */
-    uint64_t *bits; /* matrix mode: this worker's matrix, else NULL */
+    uint32_t *pool32; /* the pool's narrow view (pairs_state.narrow), else NULL */
+    size_t *cursor;   /* this worker's row of ps->cursors */
+    uint64_t *bits;   /* matrix mode: this worker's matrix, else NULL */
     size_t row_words;
     size_t block_mask;
     int shift, bucket_shift, worker; /* bucket_shift: 2 * shift - bucket_bits - 1 */
@@ -116,7 +121,10 @@ static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     size_t bucket = (size_t)((key >> 1) >> wr->bucket_shift);
     size_t pos = wr->cursor[bucket];
     if ((pos & wr->block_mask) == 0) pos = pairs_claim(wr->ps, wr->worker, pos, bucket);
-    wr->pool[pos] = key;
+    if (wr->pool32)
+        wr->pool32[pos] = (uint32_t)key; /* the low 32 bits: all of those below the bucket's */
+    else
+        wr->pool[pos] = key;
     wr->cursor[bucket] = pos + 1;
 }
 

@@ -924,10 +924,75 @@ TEST(large_batch_names_first_bad_element) {
     scene_free(&s);
 }
 
+static int by_pair(const void *x, const void *y) {
+    const broadphase_pair *a = x, *b = y;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+/* The output sort keeps a pair's bits below its bucket's in 32 bits when they fit (a "narrow"
+ * pool: up to about 2^16 ids) and whole 64-bit keys above. A chain of boxes, each meeting only
+ * the next, laid out in a random order of ids, has its pairs known by construction and spread
+ * over every bucket; both key widths, both trees, 1 and 3 threads. */
+TEST(pair_keys_narrow_and_wide) {
+    static const struct {
+        size_t n;
+        bool narrow;
+    } sizes[] = {{60000, true}, {300000, false}};
+    for (size_t si = 0; si < 2; si++) {
+        size_t n = sizes[si].n;
+        float *col = malloc(6 * n * sizeof *col);
+        uint32_t *at = malloc(n * sizeof *at), *ids = malloc(n * sizeof *ids);
+        broadphase_pair *want = malloc(n * sizeof *want);
+        REQUIRE(col && at && ids && want);
+        for (size_t p = 0; p < n; p++) at[p] = (uint32_t)p; /* at[p]: the object at place p */
+        uint64_t rng = 0x9e3779b97f4a7c15ull * (si + 1);
+        for (size_t p = n - 1; p > 0; p--) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t q = (size_t)(rng >> 33) % (p + 1);
+            uint32_t t = at[p];
+            at[p] = at[q];
+            at[q] = t;
+        }
+        for (size_t p = 0; p < n; p++) {
+            size_t i = at[p];
+            col[i] = (float)p; /* min x; y and z span [0, 1] */
+            col[3 * n + i] = (float)p + 1.5f;
+            col[n + i] = col[2 * n + i] = 0.0f;
+            col[4 * n + i] = col[5 * n + i] = 1.0f;
+        }
+        for (size_t p = 0; p + 1 < n; p++) {
+            uint32_t a = at[p], b = at[p + 1];
+            want[p] = (broadphase_pair){a < b ? a : b, a < b ? b : a};
+        }
+        qsort(want, n - 1, sizeof *want, by_pair);
+        broadphase_boxes b = {col, col + n, col + 2 * n, col + 3 * n, col + 4 * n, col + 5 * n};
+        for (size_t ti = 0; ti < 2; ti++) {
+            for (int threads = 1; threads <= 3; threads += 2) {
+                TEST_CONTEXT("n %zu %s threads %d", n, TREES[ti].name, threads);
+                broadphase_world *w =
+                    make_world(3, TREES[ti].method, BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                CHECK_EQ_INT(broadphase_add_boxes(w, n, &b, ids), BROADPHASE_OK);
+                for (int f = 0; f < 2; f++) { /* the second step sizes its pool from the first */
+                    broadphase_pairs got = step_ok(w);
+                    CHECK(pairs_equal(want, n - 1, got.data, got.count, "chain"));
+                    CHECK(w->pairs.narrow == sizes[si].narrow);
+                }
+                broadphase_destroy(w);
+            }
+        }
+        free(col);
+        free(at);
+        free(ids);
+        free(want);
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
           TEST_ENTRY(rest_by_hand_and_bad_config), TEST_ENTRY(statics_by_hand_and_bad_input),
           TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
-          TEST_ENTRY(large_batch_names_first_bad_element))
+          TEST_ENTRY(large_batch_names_first_bad_element), TEST_ENTRY(pair_keys_narrow_and_wide))
