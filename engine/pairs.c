@@ -217,9 +217,9 @@ PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, void *dst,
 
 /* One bucket, on one worker: its keys gathered from its blocks while every digit below the
  * bucket's bits is counted, then LSD radix passes between the worker's two scratch runs,
- * skipping digits that all keys share; the last pass scatters straight into the published
- * pairs. In a narrow pool the runs hold 32-bit keys, the bits below the bucket's: half the
- * bytes moved by every pass, and runs that stay in cache twice as long. */
+ * skipping digits that all keys share, then the pairs written out in order. In a narrow pool the
+ * runs hold 32-bit keys, the bits below the bucket's: half the bytes moved by every pass, and runs
+ * that stay in cache twice as long. */
 PAIRS_INLINE void sort_keys(pairs_state *ps, size_t bucket, int worker, bool narrow) {
     size_t m = ps->bucket_count[bucket];
     uint64_t *base = ps->scratch + (size_t)worker * ps->scratch_stride;
@@ -245,17 +245,6 @@ PAIRS_INLINE void sort_keys(pairs_state *ps, size_t bucket, int worker, bool nar
     uint64_t first = run_get(src, 0, narrow);
     for (unsigned q = 0; q < passes; q++)
         if (count[q][(first >> (width * q)) & digit] != m) live[nlive++] = q;
-    broadphase_pair *out = ps->out + ps->bucket_offset[bucket];
-    int shift = ps->shift;
-    uint64_t low_mask = ((uint64_t)1 << shift) - 1;
-    if (nlive == 0) {
-        for (size_t i = 0; i < m; i++) {
-            uint64_t key = prefix | run_get(src, i, narrow);
-            out[i].a = (uint32_t)(key >> shift);
-            out[i].b = (uint32_t)(key & low_mask);
-        }
-        return;
-    }
     for (unsigned l = 0; l < nlive; l++) {
         unsigned at = width * live[l];
         uint32_t *c = count[live[l]], sum = 0;
@@ -264,23 +253,24 @@ PAIRS_INLINE void sort_keys(pairs_state *ps, size_t bucket, int worker, bool nar
             c[d] = sum;
             sum += k;
         }
-        if (l + 1 < nlive) {
-            for (size_t i = 0; i < m; i++) {
-                uint64_t key = run_get(src, i, narrow);
-                run_put(dst, c[(key >> at) & digit]++, key, narrow);
-            }
-            void *t = src;
-            src = dst;
-            dst = t;
-        } else {
-            for (size_t i = 0; i < m; i++) {
-                uint64_t key = run_get(src, i, narrow);
-                broadphase_pair *o = &out[c[(key >> at) & digit]++];
-                key |= prefix;
-                o->a = (uint32_t)(key >> shift);
-                o->b = (uint32_t)(key & low_mask);
-            }
+        for (size_t i = 0; i < m; i++) {
+            uint64_t key = run_get(src, i, narrow);
+            run_put(dst, c[(key >> at) & digit]++, key, narrow);
         }
+        void *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* The pairs written in order from the sorted run, rather than scattered into the published
+     * array by the last pass: that array is cold, and a scattered store reads its line from
+     * memory first (mixed 1e5 1T: output 14.4-14.8 -> 12.6-12.8 ms). */
+    broadphase_pair *out = ps->out + ps->bucket_offset[bucket];
+    int shift = ps->shift;
+    uint64_t low_mask = ((uint64_t)1 << shift) - 1;
+    for (size_t i = 0; i < m; i++) {
+        uint64_t key = prefix | run_get(src, i, narrow);
+        out[i].a = (uint32_t)(key >> shift);
+        out[i].b = (uint32_t)(key & low_mask);
     }
 }
 
