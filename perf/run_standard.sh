@@ -16,7 +16,7 @@
 # ours, plus the peers' set-up, paid once per peer and N: bullet-sap about two minutes at 1e5,
 # box2d about 30 s at 1e6, the others seconds. With --floors: the cases issue 4's floors name
 # (moving at 1e4, 1e5 and 1e6 with fcl beside it, moving2d at 1e5 with box2d, mixed at 1e5,
-# dense at 2000), both trees, 1 thread and all of them, in about 5 minutes: short enough to run
+# dense at 2000), both trees, 1 thread and all of them, in about 2 minutes: short enough to run
 # again when the machine's cross-core round trip (recorded per case) has changed.
 #
 # Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors] [--bench PATH]
