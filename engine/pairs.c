@@ -175,7 +175,7 @@ static unsigned radix_passes(size_t m, unsigned rest) {
             best = p;
         }
     }
-    assert(best > 0); /* p = ceil(rest / DIGIT_MAX) <= 5 always fits */
+    assert(best > 0); /* some p fits: 8 passes of at most 8 bits need 2,048 counters */
     return best;
 }
 
