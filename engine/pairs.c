@@ -193,19 +193,19 @@ static void unpack(broadphase_pair *out, const uint64_t *keys, size_t n, int shi
 #define PAIRS_INLINE static inline
 #endif
 
-/* Key i of a block whose first key is at pool index `at`: whole, or in a narrow pool the bits
- * below the bucket's (rest of them) under the bucket's own. */
-PAIRS_INLINE uint64_t pool_key(const pairs_state *ps, size_t at, size_t i, uint64_t prefix,
-                               uint64_t below) {
-    if (!ps->narrow) return ps->pool[at + i];
-    return prefix | (((const uint32_t *)(const void *)ps->pool)[at + i] & below);
-}
-
-/* The key prefix and the mask of the bits below it, for a narrow pool's bucket. */
+/* A narrow pool's bucket: the bits its keys lack (prefix), and the mask of those they keep. A
+ * wide pool's keys are whole: prefix 0. */
 static void bucket_parts(const pairs_state *ps, size_t bucket, uint64_t *prefix, uint64_t *below) {
     unsigned rest = (unsigned)(2 * ps->shift - ps->bucket_bits);
-    *prefix = rest < 64 ? (uint64_t)bucket << rest : 0;
+    *prefix = ps->narrow && rest < 64 ? (uint64_t)bucket << rest : 0;
     *below = rest < 64 ? ((uint64_t)1 << rest) - 1 : ~(uint64_t)0;
+}
+
+/* Key i of a block whose first key is at pool index `at`, as a run holds it: whole, or in a
+ * narrow pool the bits below the bucket's (prefix | this is the key). */
+PAIRS_INLINE uint64_t pool_entry(const pairs_state *ps, size_t at, size_t i, uint64_t below,
+                                 bool narrow) {
+    return narrow ? ((const uint32_t *)(const void *)ps->pool)[at + i] & below : ps->pool[at + i];
 }
 
 /* Entry i of a run: a whole key, or in a narrow pool's bucket the bits below the bucket's. The
@@ -221,18 +221,18 @@ PAIRS_INLINE void run_put(void *run, size_t i, uint64_t key, bool narrow) {
         ((uint64_t *)run)[i] = key;
 }
 
-/* A bucket's keys copied from its blocks to dst while every digit is counted. */
-PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, void *dst, uint32_t *count,
-                               size_t bins, unsigned width, unsigned passes, bool narrow) {
-    uint64_t digit = ((uint64_t)1 << width) - 1, prefix, below;
-    bucket_parts(ps, bucket, &prefix, &below);
+/* A bucket's keys copied from its blocks to dst as runs hold them (below: bucket_parts) while
+ * every digit is counted. */
+PAIRS_INLINE void gather_count(const pairs_state *ps, size_t bucket, uint64_t below, void *dst,
+                               uint32_t *count, size_t bins, unsigned width, unsigned passes,
+                               bool narrow) {
+    uint64_t digit = ((uint64_t)1 << width) - 1;
     size_t n = 0;
     for (size_t e = ps->bucket_first[bucket]; e < ps->bucket_first[bucket + 1]; e++) {
         uint32_t block = ps->block_list[e], fill = ps->block_fill[block];
         size_t at = (size_t)block << ps->block_bits;
         for (uint32_t i = 0; i < fill; i++) {
-            uint64_t key = narrow ? ((const uint32_t *)(const void *)ps->pool)[at + i] & below
-                                  : ps->pool[at + i];
+            uint64_t key = pool_entry(ps, at, i, below, narrow);
             run_put(dst, n++, key, narrow);
             for (unsigned q = 0; q < passes; q++)
                 count[q * bins + ((key >> (width * q)) & digit)]++;
@@ -256,15 +256,14 @@ PAIRS_INLINE void sort_keys(pairs_state *ps, size_t bucket, int worker, bool nar
     size_t bins = (size_t)1 << width;
     uint64_t digit = bins - 1, prefix, below;
     bucket_parts(ps, bucket, &prefix, &below);
-    if (!narrow) prefix = 0; /* whole keys carry their bucket's bits */
     memset(count, 0, passes * bins * sizeof count[0]);
     /* The common digit counts get loops of their own, unrolled by the compiler. */
     if (passes == 2)
-        gather_count(ps, bucket, src, count, bins, width, 2, narrow);
+        gather_count(ps, bucket, below, src, count, bins, width, 2, narrow);
     else if (passes == 3)
-        gather_count(ps, bucket, src, count, bins, width, 3, narrow);
+        gather_count(ps, bucket, below, src, count, bins, width, 3, narrow);
     else
-        gather_count(ps, bucket, src, count, bins, width, passes, narrow);
+        gather_count(ps, bucket, below, src, count, bins, width, passes, narrow);
     unsigned live[PASSES_MAX], nlive = 0;
     uint64_t first = run_get(src, 0, narrow);
     for (unsigned q = 0; q < passes; q++)
@@ -336,7 +335,7 @@ static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
         uint32_t block = ps->block_list[e];
         size_t at = (size_t)block << ps->block_bits;
         for (uint32_t i = 0; i < ps->block_fill[block]; i++)
-            ps->keys[n++] = pool_key(ps, at, i, prefix, below);
+            ps->keys[n++] = prefix | pool_entry(ps, at, i, below, ps->narrow);
     }
     threads_radix_sort_u64(w->workers, ps->keys, ps->tmp, m, 2 * ps->shift - ps->bucket_bits,
                            ps->hist);
