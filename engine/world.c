@@ -328,50 +328,32 @@ static broadphase_status fail(broadphase_world *w, broadphase_status s, size_t i
     return s;
 }
 
-/* The first bad element of [begin, end), if any; the arrays are known to be there. */
+/* The first bad element of [begin, end), if any; the arrays are known to be there. The SIMD
+ * scan finds it; the element itself then says which fault it has (a bound that is not finite
+ * wins over an inverted box, as the order of the checks below). */
 static broadphase_status check_boxes_range(const broadphase_world *w, const broadphase_boxes *b,
                                            size_t begin, size_t end, size_t *bad) {
     int dims = w->config.dimensions;
-    const float *lo[3] = {b->min_x, b->min_y, b->min_z};
-    const float *hi[3] = {b->max_x, b->max_y, b->max_z};
-    for (size_t i = begin; i < end; i++) {
-        for (int k = 0; k < dims; k++) {
-            if (!isfinite(lo[k][i]) || !isfinite(hi[k][i])) {
-                *bad = i;
-                return BROADPHASE_ERROR_NONFINITE;
-            }
-        }
-        for (int k = 0; k < dims; k++) {
-            if (lo[k][i] > hi[k][i]) {
-                *bad = i;
-                return BROADPHASE_ERROR_INVERTED_BOX;
-            }
-        }
-    }
-    return BROADPHASE_OK;
+    const float *const lo[3] = {b->min_x, b->min_y, b->min_z};
+    const float *const hi[3] = {b->max_x, b->max_y, b->max_z};
+    size_t i = simd_boxes_first_invalid(lo, hi, begin, end, dims);
+    if (i == end) return BROADPHASE_OK;
+    *bad = i;
+    for (int k = 0; k < dims; k++)
+        if (!isfinite(lo[k][i]) || !isfinite(hi[k][i])) return BROADPHASE_ERROR_NONFINITE;
+    return BROADPHASE_ERROR_INVERTED_BOX;
 }
 
 static broadphase_status check_spheres_range(const broadphase_world *w, const broadphase_spheres *s,
                                              size_t begin, size_t end, size_t *bad) {
     int dims = w->config.dimensions;
-    const float *c[3] = {s->x, s->y, s->z};
-    for (size_t i = begin; i < end; i++) {
-        for (int k = 0; k < dims; k++) {
-            if (!isfinite(c[k][i])) {
-                *bad = i;
-                return BROADPHASE_ERROR_NONFINITE;
-            }
-        }
-        if (!isfinite(s->radius[i])) {
-            *bad = i;
-            return BROADPHASE_ERROR_NONFINITE;
-        }
-        if (s->radius[i] < 0.0f) {
-            *bad = i;
-            return BROADPHASE_ERROR_NEGATIVE_RADIUS;
-        }
-    }
-    return BROADPHASE_OK;
+    const float *const c[3] = {s->x, s->y, s->z};
+    size_t i = simd_spheres_first_invalid(c, s->radius, begin, end, dims);
+    if (i == end) return BROADPHASE_OK;
+    *bad = i;
+    for (int k = 0; k < dims; k++)
+        if (!isfinite(c[k][i])) return BROADPHASE_ERROR_NONFINITE;
+    return isfinite(s->radius[i]) ? BROADPHASE_ERROR_NEGATIVE_RADIUS : BROADPHASE_ERROR_NONFINITE;
 }
 
 static bool boxes_present(const broadphase_world *w, const broadphase_boxes *b) {
@@ -636,8 +618,8 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         float r = s->radius[i];
-        bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
-        for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
+        unsigned same = (unsigned)(w->kind[id] == OBJECT_SPHERE) & (unsigned)(w->radius[id] == r);
+        for (int k = 0; k < dims; k++) same &= (unsigned)(w->center[k][id] == c[k][i]);
         if (!same) fresh += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;

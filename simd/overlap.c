@@ -194,6 +194,27 @@ void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, siz
         simd_blocks_scan(blocks, pairs, count, qmin, qmax, 2, masks);
 }
 
+size_t simd_boxes_first_invalid_scalar(const float *const lo[3], const float *const hi[3],
+                                       size_t begin, size_t end, int dims) {
+    for (size_t i = begin; i < end; i++) {
+        int ok = 1;
+        for (int k = 0; k < dims; k++)
+            ok &= isfinite(lo[k][i]) & isfinite(hi[k][i]) & (lo[k][i] <= hi[k][i]);
+        if (!ok) return i;
+    }
+    return end;
+}
+
+size_t simd_spheres_first_invalid_scalar(const float *const c[3], const float *r, size_t begin,
+                                         size_t end, int dims) {
+    for (size_t i = begin; i < end; i++) {
+        int ok = isfinite(r[i]) & (r[i] >= 0.0f);
+        for (int k = 0; k < dims; k++) ok &= isfinite(c[k][i]);
+        if (!ok) return i;
+    }
+    return end;
+}
+
 /* Lane by lane as the wide kernels keep their accumulators, then reduced in their order. */
 void simd_boxes_bounds_scalar(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
                               float hi[3]) {
@@ -353,7 +374,9 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_boxes_select_scalar,
                                                  simd_boxes_cross_pairs_scalar,
                                                  simd_blocks_vs_boxes_scalar,
-                                                 simd_boxes_bounds_scalar};
+                                                 simd_boxes_bounds_scalar,
+                                                 simd_boxes_first_invalid_scalar,
+                                                 simd_spheres_first_invalid_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -368,7 +391,9 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_boxes_select_avx2,
                                                simd_boxes_cross_pairs_avx2,
                                                simd_blocks_vs_boxes_avx2,
-                                               simd_boxes_bounds_avx2};
+                                               simd_boxes_bounds_avx2,
+                                               simd_boxes_first_invalid_avx2,
+                                               simd_spheres_first_invalid_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -395,7 +420,9 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_boxes_select_baseline,
                                                    simd_boxes_cross_pairs_baseline,
                                                    simd_blocks_vs_boxes_baseline,
-                                                   simd_boxes_bounds_baseline};
+                                                   simd_boxes_bounds_baseline,
+                                                   simd_boxes_first_invalid_baseline,
+                                                   simd_spheres_first_invalid_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -504,4 +531,14 @@ void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t cou
 void simd_boxes_bounds(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
                        float hi[3]) {
     simd_active()->boxes_bounds(boxes, begin, end, lo, hi);
+}
+
+size_t simd_boxes_first_invalid(const float *const lo[3], const float *const hi[3], size_t begin,
+                                size_t end, int dims) {
+    return simd_active()->boxes_first_invalid(lo, hi, begin, end, dims);
+}
+
+size_t simd_spheres_first_invalid(const float *const c[3], const float *r, size_t begin, size_t end,
+                                  int dims) {
+    return simd_active()->spheres_first_invalid(c, r, begin, end, dims);
 }

@@ -73,6 +73,20 @@ void simd_boxes_bounds(const simd_boxes *boxes, size_t begin, size_t end, float 
 void simd_boxes_bounds_scalar(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
                               float hi[3]);
 
+/* Validation of a caller's batch, its columns read only within [begin, end): the first position
+ * whose box has a bound that is not finite, or min > max, on one of `dims` axes; end when every
+ * box is valid. */
+size_t simd_boxes_first_invalid(const float *const lo[3], const float *const hi[3], size_t begin,
+                                size_t end, int dims);
+size_t simd_boxes_first_invalid_scalar(const float *const lo[3], const float *const hi[3],
+                                       size_t begin, size_t end, int dims);
+/* The same for spheres: a centre coordinate (on `dims` axes) or a radius that is not finite, or
+ * a radius below zero (-0 is not). */
+size_t simd_spheres_first_invalid(const float *const c[3], const float *r, size_t begin, size_t end,
+                                  int dims);
+size_t simd_spheres_first_invalid_scalar(const float *const c[3], const float *r, size_t begin,
+                                         size_t end, int dims);
+
 void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t count,
                           const float (*qmin)[3], const float (*qmax)[3], int dims, uint8_t *masks);
 void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, size_t count,

@@ -720,6 +720,59 @@ void SIMD_WIDE(simd_blocks_vs_boxes)(const float *blocks, const uint32_t *pairs,
 
 /* min_ps(a, b) is a < b ? a : b and max_ps(a, b) is a > b ? a : b, lane by lane: the twin's
  * expressions, in the twin's order. */
+/* ---- validation of a caller's batch --------------------------------------------------------- */
+
+/* All ones in the lanes holding a finite value: x - x is 0 exactly then, NaN for infinities and
+ * NaNs. */
+SIMD_INLINE simde__m256 simd_finite8(simde__m256 x) {
+    return simde_mm256_cmp_ps(simde_mm256_sub_ps(x, x), simde_mm256_setzero_ps(), SIMDE_CMP_EQ_OQ);
+}
+
+SIMD_INLINE size_t simd_first_invalid_box_kernel(const float *const lo[3], const float *const hi[3],
+                                                 size_t begin, size_t end, int dims) {
+    size_t i = begin;
+    for (; end - i >= 8; i += 8) {
+        simde__m256 ok = simde_mm256_castsi256_ps(simde_mm256_set1_epi32(-1));
+        for (int k = 0; k < dims; k++) {
+            simde__m256 l = simde_mm256_loadu_ps(lo[k] + i), h = simde_mm256_loadu_ps(hi[k] + i);
+            ok = simde_mm256_and_ps(ok, simde_mm256_and_ps(simd_finite8(l), simd_finite8(h)));
+            ok = simde_mm256_and_ps(ok, simde_mm256_cmp_ps(l, h, SIMDE_CMP_LE_OQ));
+        }
+        unsigned m = simd_movemask_ps(ok);
+        if (m != 0xffu) return i + (size_t)__builtin_ctz(~m);
+    }
+    return simd_boxes_first_invalid_scalar(lo, hi, i, end, dims);
+}
+
+size_t SIMD_WIDE(simd_boxes_first_invalid)(const float *const lo[3], const float *const hi[3],
+                                           size_t begin, size_t end, int dims) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3) return simd_first_invalid_box_kernel(lo, hi, begin, end, 3);
+    return simd_first_invalid_box_kernel(lo, hi, begin, end, 2);
+}
+
+SIMD_INLINE size_t simd_first_invalid_sphere_kernel(const float *const c[3], const float *r,
+                                                    size_t begin, size_t end, int dims) {
+    size_t i = begin;
+    for (; end - i >= 8; i += 8) {
+        simde__m256 v = simde_mm256_loadu_ps(r + i);
+        simde__m256 ok = simde_mm256_and_ps(
+            simd_finite8(v), simde_mm256_cmp_ps(v, simde_mm256_setzero_ps(), SIMDE_CMP_GE_OQ));
+        for (int k = 0; k < dims; k++)
+            ok = simde_mm256_and_ps(ok, simd_finite8(simde_mm256_loadu_ps(c[k] + i)));
+        unsigned m = simd_movemask_ps(ok);
+        if (m != 0xffu) return i + (size_t)__builtin_ctz(~m);
+    }
+    return simd_spheres_first_invalid_scalar(c, r, i, end, dims);
+}
+
+size_t SIMD_WIDE(simd_spheres_first_invalid)(const float *const c[3], const float *r, size_t begin,
+                                             size_t end, int dims) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3) return simd_first_invalid_sphere_kernel(c, r, begin, end, 3);
+    return simd_first_invalid_sphere_kernel(c, r, begin, end, 2);
+}
+
 void SIMD_WIDE(simd_boxes_bounds)(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
                                   float hi[3]) {
     for (int k = 0; k < 3; k++) {

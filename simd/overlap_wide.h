@@ -42,6 +42,10 @@
                                         uint8_t *masks);                                           \
     void simd_boxes_bounds_##variant(const simd_boxes *boxes, size_t begin, size_t end,            \
                                      float lo[3], float hi[3]);                                    \
+    size_t simd_boxes_first_invalid_##variant(const float *const lo[3], const float *const hi[3],  \
+                                              size_t begin, size_t end, int dims);                 \
+    size_t simd_spheres_first_invalid_##variant(const float *const c[3], const float *r,           \
+                                                size_t begin, size_t end, int dims);               \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -82,6 +86,10 @@ typedef struct simd_kernels {
                             uint8_t *masks);
     void (*boxes_bounds)(const simd_boxes *boxes, size_t begin, size_t end, float lo[3],
                          float hi[3]);
+    size_t (*boxes_first_invalid)(const float *const lo[3], const float *const hi[3], size_t begin,
+                                  size_t end, int dims);
+    size_t (*spheres_first_invalid)(const float *const c[3], const float *r, size_t begin,
+                                    size_t end, int dims);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

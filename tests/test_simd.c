@@ -3,6 +3,7 @@
  * lists, and on hand-computed edge cases: touching, zero size, huge and tiny coordinates. */
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,10 +142,10 @@ static uint32_t *ids_new(size_t n) {
 enum { VARIANT_AVX2, VARIANT_BASELINE, VARIANT_SCALAR, VARIANT_DISPATCH, VARIANT_COUNT };
 static const char *const variant_names[VARIANT_COUNT] = {"avx2", "baseline", "scalar", "dispatch"};
 static const simd_kernels dispatch_kernels = {
-    "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,  simd_sphere_vs_boxes,
-    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within, simd_ray_vs_boxes,
-    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs,  simd_blocks_vs_boxes,
-    simd_boxes_bounds};
+    "dispatch",          simd_box_vs_boxes,         simd_sphere_vs_spheres,    simd_sphere_vs_boxes,
+    simd_box_vs_spheres, simd_boxes_vs_boxes_pairs, simd_boxes_pairs_within,   simd_ray_vs_boxes,
+    simd_point_vs_boxes, simd_boxes_select,         simd_boxes_cross_pairs,    simd_blocks_vs_boxes,
+    simd_boxes_bounds,   simd_boxes_first_invalid,  simd_spheres_first_invalid};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -850,6 +851,112 @@ TEST(boxes_bounds_random) {
     }
 }
 
+/* Validation of a caller's batch: random valid boxes and spheres (signed zeros, subnormals and
+ * the largest floats among them) with a few bad elements planted (NaN, infinities, an inverted
+ * box, a negative radius), in columns allocated exactly to the range's end so that
+ * AddressSanitizer sees any read past it. Every variant must name the first bad position that a
+ * plain loop over the definition finds, or the end. */
+static float valid_value(uint64_t *state) {
+    static const float special[] = {0.0f, -0.0f, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX, 1.0f};
+    if (rng_below(state, 8) == 0) return special[rng_below(state, 7)];
+    return (float)rng_below(state, 2001) - 1000.0f;
+}
+
+static float bad_value(uint64_t *state) {
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    return bad[rng_below(state, 3)];
+}
+
+TEST(first_invalid_random) {
+    int failures_before = test_failures;
+    long long planted = 0;
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        uint64_t state = seed * 104729;
+        int dims = 2 + (int)(seed % 2);
+        size_t begin = rng_below(&state, 9), end = begin + rng_below(&state, 60);
+        float *lo[3], *hi[3], *c[3], *r = malloc((end ? end : 1) * sizeof(float));
+        for (int k = 0; k < 3; k++) {
+            lo[k] = malloc((end ? end : 1) * sizeof(float));
+            hi[k] = malloc((end ? end : 1) * sizeof(float));
+            c[k] = malloc((end ? end : 1) * sizeof(float));
+        }
+        for (size_t i = 0; i < end; i++) {
+            for (int k = 0; k < 3; k++) {
+                float a = valid_value(&state), b = valid_value(&state);
+                lo[k][i] = a < b ? a : b;
+                hi[k][i] = a < b ? b : a;
+                c[k][i] = valid_value(&state);
+            }
+            float rv = valid_value(&state);
+            r[i] = rv < 0.0f ? -rv : rv;
+            if (rng_below(&state, 40) == 0) r[i] = -0.0f;
+        }
+        /* Up to three bad elements; some only on the unused z axis in 2D (not bad there). */
+        for (int p = (int)rng_below(&state, 4); p > 0 && end > begin; p--) {
+            size_t i = begin + rng_below(&state, end - begin);
+            int k = (int)rng_below(&state, 3);
+            switch (rng_below(&state, 4)) {
+            case 0:
+                lo[k][i] = bad_value(&state);
+                break;
+            case 1:
+                hi[k][i] = bad_value(&state);
+                break;
+            case 2:
+                if (lo[k][i] < hi[k][i]) {
+                    float t = lo[k][i];
+                    lo[k][i] = hi[k][i];
+                    hi[k][i] = t;
+                }
+                break;
+            default:
+                c[k][i] = bad_value(&state);
+                break;
+            }
+            switch (rng_below(&state, 3)) {
+            case 0:
+                r[i] = bad_value(&state);
+                break;
+            case 1:
+                r[i] = -1.0f - (float)rng_below(&state, 5);
+                break;
+            default:
+                break;
+            }
+            planted++;
+        }
+        size_t want_box = end, want_sphere = end;
+        for (size_t i = end; i-- > begin;) {
+            bool box_ok = true, sphere_ok = isfinite(r[i]) && r[i] >= 0.0f;
+            for (int k = 0; k < dims; k++) {
+                box_ok = box_ok && isfinite(lo[k][i]) && isfinite(hi[k][i]) && lo[k][i] <= hi[k][i];
+                sphere_ok = sphere_ok && isfinite(c[k][i]);
+            }
+            if (!box_ok) want_box = i;
+            if (!sphere_ok) want_sphere = i;
+        }
+        const float *const blo[3] = {lo[0], lo[1], lo[2]}, *const bhi[3] = {hi[0], hi[1], hi[2]};
+        const float *const sc[3] = {c[0], c[1], c[2]};
+        for (int v = 0; v < VARIANT_COUNT; v++) {
+            const simd_kernels *kern = variant(v);
+            if (!kern) continue;
+            TEST_CONTEXT("seed %llu dims %d [%zu, %zu) variant %s", (unsigned long long)seed, dims,
+                         begin, end, variant_names[v]);
+            CHECK(kern->boxes_first_invalid(blo, bhi, begin, end, dims) == want_box);
+            CHECK(kern->spheres_first_invalid(sc, r, begin, end, dims) == want_sphere);
+        }
+        for (int k = 0; k < 3; k++) {
+            free(lo[k]);
+            free(hi[k]);
+            free(c[k]);
+        }
+        free(r);
+        REQUIRE(test_failures == failures_before);
+    }
+    printf("first_invalid_random: %lld bad elements planted\n", planted);
+    CHECK(planted > 200);
+}
+
 TEST(boxes_select_random) {
     int failures_before = test_failures;
     long long kept = 0, seen = 0;
@@ -1423,11 +1530,11 @@ TEST(pair_predicates) {
 TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
           TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
           TEST_ENTRY(boxes_cross_random), TEST_ENTRY(blocks_vs_boxes_random),
-          TEST_ENTRY(boxes_bounds_random), TEST_ENTRY(boxes_select_random),
-          TEST_ENTRY(sphere_vs_spheres_random), TEST_ENTRY(sphere_vs_boxes_random),
-          TEST_ENTRY(box_vs_spheres_random), TEST_ENTRY(sphere_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_boxes_near_boundary), TEST_ENTRY(box_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_spheres_edges), TEST_ENTRY(sphere_box_edges),
-          TEST_ENTRY(sphere_box_sentinel), TEST_ENTRY(pair_predicates),
-          TEST_ENTRY(ray_vs_boxes_random), TEST_ENTRY(ray_vs_boxes_near_boundary),
-          TEST_ENTRY(point_vs_boxes_random))
+          TEST_ENTRY(boxes_bounds_random), TEST_ENTRY(first_invalid_random),
+          TEST_ENTRY(boxes_select_random), TEST_ENTRY(sphere_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_boxes_random), TEST_ENTRY(box_vs_spheres_random),
+          TEST_ENTRY(sphere_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_boxes_near_boundary),
+          TEST_ENTRY(box_vs_spheres_near_boundary), TEST_ENTRY(sphere_vs_spheres_edges),
+          TEST_ENTRY(sphere_box_edges), TEST_ENTRY(sphere_box_sentinel),
+          TEST_ENTRY(pair_predicates), TEST_ENTRY(ray_vs_boxes_random),
+          TEST_ENTRY(ray_vs_boxes_near_boundary), TEST_ENTRY(point_vs_boxes_random))
