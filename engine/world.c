@@ -618,8 +618,8 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         float r = s->radius[i];
-        unsigned same = (unsigned)(w->kind[id] == OBJECT_SPHERE) & (unsigned)(w->radius[id] == r);
-        for (int k = 0; k < dims; k++) same &= (unsigned)(w->center[k][id] == c[k][i]);
+        bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
+        for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
         if (!same) fresh += mark_changed(w, id);
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
