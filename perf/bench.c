@@ -25,14 +25,19 @@ typedef enum bench_engine { BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE, BENCH_PEER 
 /* How a static_world case uses its scene: the static field flagged static (the real case), not
  * flagged and with only-moved updates off (the same world with every object in the tree), or
  * only the movers in the world. NO_REST: the plain case with only-moved updates off
- * (config.rest_share 0), the world as it was before they existed. */
+ * (config.rest_share 0), the world as it was before they existed. REST: a scene of the
+ * standard set whose objects stand still, run with only-moved updates on (the default), as a
+ * user runs it and as the peers that skip unchanged proxies (bullet, box2d) run theirs; its
+ * plain case times a full step of every object. */
 typedef enum bench_variant {
     VARIANT_PLAIN,
     VARIANT_ALL_IN_TREE,
     VARIANT_MOVERS_ONLY,
-    VARIANT_NO_REST
+    VARIANT_NO_REST,
+    VARIANT_REST
 } bench_variant;
-static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only", "_no_rest"};
+static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only", "_no_rest",
+                                             "_rest"};
 
 /* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
  * scene (or of plane2d, the "2d" cases) that was stepped once, one query at a time (single) or in
@@ -277,7 +282,9 @@ static void add_peer_cases(scene_kind kind, size_t count) {
 
 /* Every scene at every size, with every engine: each tree with each update policy at each
  * thread count (so that step/<scene>/kdtree/... and step/<scene>/octree/... compare one to
- * one), brute force up to BENCH_BRUTE_FORCE_MAX, then the peers (single-threaded libraries). */
+ * one), brute force up to BENCH_BRUTE_FORCE_MAX, then the peers (single-threaded libraries).
+ * A scene whose objects stand still and that peers run also gets step/<scene>_rest/<tree>/auto
+ * cases (VARIANT_REST). */
 static void add_scene_cases(scene_kind kind, size_t count, const int *threads, int thread_count) {
     static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
     static const broadphase_update_policy updates[] = {
@@ -293,6 +300,13 @@ static void add_scene_cases(scene_kind kind, size_t count, const int *threads, i
         for (int t = 0; t < thread_count; t++) {
             add_case(kind, BENCH_BRUTE, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, count,
                      threads[t]);
+        }
+    }
+    if (!scene_is_moving(kind) && kind != SCENE_SPHERES) {
+        for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+            for (int t = 0; t < thread_count; t++)
+                add_variant_case(kind, VARIANT_REST, trees[m], PEER_ENGINE_COUNT,
+                                 BROADPHASE_UPDATE_AUTO, count, threads[t]);
         }
     }
     add_peer_cases(kind, count);
@@ -367,7 +381,8 @@ static broadphase_status world_for_scene(const scene *s, bench_variant variant,
      * existed: its static scenes push unchanged positions, which would let every object rest.
      * The worlds that mostly stand still keep the default, except in their comparison cases. */
     bool still = s->kind == SCENE_STATIC_WORLD || s->kind == SCENE_SLEEPING;
-    if (!still || variant == VARIANT_ALL_IN_TREE || variant == VARIANT_NO_REST)
+    if ((!still && variant != VARIANT_REST) || variant == VARIANT_ALL_IN_TREE ||
+        variant == VARIANT_NO_REST)
         cfg.rest_share = 0.0f;
     *stage = "broadphase_create";
     broadphase_status st = broadphase_create(&cfg, w_out);

@@ -14,8 +14,10 @@ over the main run. Benchmarks that report an error are skipped (and named on std
 
 Markdown (stdout, --markdown FILE, or between the markers in --readme FILE):
   engines  one row per scene and N: our best method at the highest thread count (which tree and
-           update policy, or brute force where it ran), each peer's ms, the speed-up over the best peer; when the trees ran
-           with more than one thread, the same at 1 thread (the peers are single-threaded)
+           update policy, or brute force where it ran), our best step/<scene>_rest/ case there
+           (only-moved updates on, in a scene that stands still), each peer's ms, the speed-up
+           over the best peer; when the trees ran with more than one thread, the same at 1
+           thread (the peers are single-threaded)
   methods  each tree, update policy and thread count side by side, kdtree/octree ratios (with
            more than two thread counts only the lowest and highest, unless --all-threads);
            brute force
@@ -67,6 +69,7 @@ STANDARD_CONTEXT = {"date", "host_name", "executable", "num_cpus", "mhz_per_cpu"
                     "cpu_scaling_enabled", "aslr_enabled", "caches", "load_avg",
                     "library_build_type", "library_version", "json_schema_version"}
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
+REST_SUFFIX = "_rest"
 
 
 def markers(section):
@@ -185,17 +188,39 @@ def load(path):
     return records, data.get("context", {})
 
 
+def only_moved_scene(scene):
+    """The scene a step/<scene>_rest/... case belongs to (only-moved updates on, in a scene of
+    the standard set whose objects stand still), else None. `_no_rest` is another variant."""
+    if scene.endswith(REST_SUFFIX) and not scene.endswith("_no" + REST_SUFFIX):
+        return scene[:-len(REST_SUFFIX)]
+    return None
+
+
 class Results:
     def __init__(self, paths):
         self.paths = paths
         self.rec = {}
+        self.rest = {}  # the _rest cases, keyed by their plain scene: see only_moved_scene
         self.contexts = []
         for path in paths:
             records, context = load(path)
             if not records:
                 warn(f"{path}: no step/ benchmark figures")
-            self.rec.update(records)
+            for key, record in records.items():
+                base = only_moved_scene(key.scene)
+                if base is None:
+                    self.rec[key] = record
+                else:
+                    self.rest[key._replace(scene=base)] = record
             self.contexts.append((path, context))
+
+    def best_only_moved(self, scene, n, threads):
+        """(Key, ms) of our fastest _rest case at `threads`, or None."""
+        keys = [k for k in self.rest if k.scene == scene and k.n == n and k.threads == threads]
+        if not keys:
+            return None
+        best = min(keys, key=lambda k: self.rest[k]["ms"])
+        return best, self.rest[best]["ms"]
 
     def ms(self, key):
         r = self.rec.get(key)
@@ -276,8 +301,14 @@ def engines_table(res):
     ours_head = f"ours, best ({next(iter(top_set))}T)" if single else "ours, best (most threads)"
     if not top_set:
         ours_head = "ours"
-    header = ["scene", "N", "pairs", ours_head] + [f"{p} 1T" for p in peers]
-    align = ["---", "---:", "---:", "---:"] + ["---:"] * len(peers)
+    moved = bool(res.rest)
+    header = ["scene", "N", "pairs", ours_head]
+    align = ["---", "---:", "---:", "---:"]
+    if moved:
+        header.append(ours_head.replace("best", "only-moved updates"))
+        align.append("---:")
+    header += [f"{p} 1T" for p in peers]
+    align += ["---:"] * len(peers)
     if peers:
         header.append("speed-up over best peer")
         align.append("---:")
@@ -295,29 +326,46 @@ def engines_table(res):
                          + fmt(ms))
         else:
             cells.append("")
+        # As our users run a scene that stands still: with only-moved updates (the default).
+        still = res.best_only_moved(s, n, best[0].threads) if best else None
+        if moved:
+            cells.append(f"{still[0].engine} {fmt(still[1])}" if still else "")
         peer_ms = {p: res.peer_ms(s, n, p) for p in peers}
         cells += [fmt(peer_ms[p]) for p in peers]
         present = {p: v for p, v in peer_ms.items() if v is not None}
         best_peer = min(present, key=present.get) if present else None
 
-        def speedup(ours):
+        def speedup(ours, moved_ours):
             if not (ours and best_peer):
                 return ""
             name = f" ({best_peer})" if len(peers) > 1 else ""
-            return fmt_x(present[best_peer] / ours[1]) + name
+            mine = min(ours[1], moved_ours[1]) if moved_ours else ours[1]
+            return fmt_x(present[best_peer] / mine) + name
 
         if peers:
-            cells.append(speedup(best))
+            cells.append(speedup(best, still))
         if with_1t:
-            one = res.best_ours(s, n, 1)
-            cells.append(f"{label(one[0].engine, one[0].update)} {fmt(one[1])}" if one else "")
-            cells.append(speedup(one))
+            one, one_moved = res.best_ours(s, n, 1), res.best_only_moved(s, n, 1)
+            cell = f"{label(one[0].engine, one[0].update)} {fmt(one[1])}" if one else ""
+            if one and one_moved:
+                cell += f"; only-moved {one_moved[0].engine} {fmt(one_moved[1])}"
+            cells.append(cell)
+            cells.append(speedup(one, one_moved))
         out.append(cells)
     note = ("Ours: the fastest of our methods (the kd-tree and the octree, each at its best update "
             "policy, and brute force where the suite runs it: N up to 1e4, and `dense`), at the "
             "most threads that ran.")
+    if moved:
+        note += (" In the scenes whose objects stand still, every object is pushed each frame "
+                 "unchanged: `ours, best` times a full step of every object (only-moved updates "
+                 "off), `only-moved updates` the same frames as our users run them by default "
+                 "(`config.rest_share`: the unchanged objects rest, and a step costs the push, a "
+                 "check of what changed and a pass over the last pairs), which is how bullet-dbvt, "
+                 "bullet-sap and box2d run too: they query only the proxies that moved and keep "
+                 "a pair cache.")
     if peers:
-        note += " Speed-up = the best peer's ms / ours."
+        note += (" Speed-up = the best peer's ms / ours (our faster figure of the two where a "
+                 "scene has both)." if moved else " Speed-up = the best peer's ms / ours.")
     if with_1t:
         note += (" The peers are single-threaded, so the last two columns compare with our best "
                  "at 1 thread.")

@@ -2,8 +2,9 @@
 # Runs the standard benchmark set of broadphase-bench into one JSON file: every scene (moving,
 # moving2d, mixed, dense, uniform, clustered, spheres, plane2d) at N = 1e3 .. 1e6 (dense at its
 # own 1000 / 2000 / 4000), every engine (our kd-tree and octree with update auto and refit, brute
-# force where the table has it, every peer library built in), at 1 thread and at all of them;
-# 3 repetitions, aggregates only. With --threads-sweep: moving and moving2d at N = 1e6, kd-tree
+# force where the table has it, every peer library built in), at 1 thread and at all of them,
+# and the scenes that stand still once more with only-moved updates on (<scene>_rest, both trees,
+# update auto); 3 repetitions, aggregates only. With --threads-sweep: moving and moving2d at N = 1e6, kd-tree
 # and octree, refit and auto, at every thread count of the table (1, 2, 4, ... and the hardware
 # count). With --still: the worlds that mostly stand still (static_world with its statics
 # flagged, with every object in the tree and with its movers alone; sleeping) and moving at
@@ -78,7 +79,7 @@ if [ "$mode" = standard ]; then
     out=${out:-perf/results/bench-standard.json}
     engines='((kdtree|octree)/(auto|refit)|brute|bullet-dbvt|bullet-sap|cgal|fcl|box2d)'
     scenes='(uniform|clustered|mixed|moving|spheres|plane2d|moving2d|dense)'
-    filter="^step/$scenes/$engines/n:[0-9]+/threads:(1|$most)/"
+    filter="^step/$scenes(_rest)?/$engines/n:[0-9]+/threads:(1|$most)/"
 elif [ "$mode" = still ]; then
     out=${out:-perf/results/bench-still.json}
     filter="^step/((static_world|sleeping)[a-z_]*/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
