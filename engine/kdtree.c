@@ -1268,7 +1268,9 @@ broadphase_status kdtree_step(broadphase_world *w) {
                w->added_count > t->slots.count / 4;
     }
     broadphase_status s;
-    if (full) {
+    if (tree_idle(w, t->built, t->slots.count)) {
+        s = BROADPHASE_OK;
+    } else if (full) {
         s = rebuild(w, t);
     } else {
         s = refit(w, t);

@@ -1546,10 +1546,9 @@ static void validate(const broadphase_world *w, const octree *t) {
 }
 #endif
 
-broadphase_status octree_step(broadphase_world *w) {
-    octree *t = tree_of(w);
-    if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    double t0 = world_now_ms();
+/* REFIT or REBUILD as the policy and the tree's state say; an object leaving the root makes
+ * the root grow (a rebuild). */
+static broadphase_status update(broadphase_world *w, octree *t) {
     broadphase_update_policy policy = w->config.update;
     bool full = !t->built || t->slots.count == 0 || w->trees_stale ||
                 policy == BROADPHASE_UPDATE_REBUILD ||
@@ -1573,6 +1572,15 @@ broadphase_status octree_step(broadphase_world *w) {
         }
     }
     if (s == BROADPHASE_OK && full) s = rebuild(w, t, min_side);
+    return s;
+}
+
+broadphase_status octree_step(broadphase_world *w) {
+    octree *t = tree_of(w);
+    if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    double t0 = world_now_ms();
+    broadphase_status s = BROADPHASE_OK;
+    if (!tree_idle(w, t->built, t->slots.count)) s = update(w, t);
     if (s != BROADPHASE_OK) {
         t->built = false;
         return s;
