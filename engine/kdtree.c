@@ -107,6 +107,7 @@ typedef struct kdtree {
     tree_workers workers;
 
     bool built;
+    bool built_empty; /* the last update was a build of no objects (see tree_idle) */
     double search_end_ms;
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t depth, leaves, internal_objects;
@@ -597,6 +598,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     if (!measure(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->base_cost = t->cost;
     t->built = true;
+    t->built_empty = count == 0;
     w->stats.rebuilds++;
     return BROADPHASE_OK;
 }
@@ -1268,11 +1270,13 @@ broadphase_status kdtree_step(broadphase_world *w) {
                w->added_count > t->slots.count / 4;
     }
     broadphase_status s;
-    if (tree_idle(w, t->built, t->slots.count)) {
+    if (tree_idle(w, t->built && t->built_empty)) {
         s = BROADPHASE_OK;
+        w->stats.refits++;
     } else if (full) {
         s = rebuild(w, t);
     } else {
+        t->built_empty = false;
         s = refit(w, t);
         if (s == BROADPHASE_OK) {
             if (!measure(w, t)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;

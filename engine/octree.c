@@ -139,6 +139,7 @@ typedef struct octree {
     tree_workers workers;
 
     bool built, escaped, urgent; /* urgent: some object must change node this step */
+    bool built_empty;            /* the last update was a build of no objects (see tree_idle) */
     double search_end_ms;
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
@@ -728,6 +729,7 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     measure(t, w->workers, false);
     t->base_cost = t->cost;
     t->built = true;
+    t->built_empty = count == 0;
     w->stats.rebuilds++;
     return BROADPHASE_OK;
 }
@@ -1563,6 +1565,7 @@ static broadphase_status update(broadphase_world *w, octree *t) {
     double min_side = 0.0;
     if (!full) {
         bool escaped = false;
+        t->built_empty = false;
         s = refit(w, t, &escaped);
         if (s == BROADPHASE_OK && escaped) {
             /* An object left the root: grow it, at least doubling, and build again. */
@@ -1580,7 +1583,10 @@ broadphase_status octree_step(broadphase_world *w) {
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     double t0 = world_now_ms();
     broadphase_status s = BROADPHASE_OK;
-    if (!tree_idle(w, t->built, t->slots.count)) s = update(w, t);
+    if (tree_idle(w, t->built && t->built_empty))
+        w->stats.refits++;
+    else
+        s = update(w, t);
     if (s != BROADPHASE_OK) {
         t->built = false;
         return s;

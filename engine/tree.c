@@ -199,9 +199,8 @@ void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr
     }
 }
 
-bool tree_idle(const broadphase_world *w, bool built, size_t in_tree) {
-    return built && in_tree == 0 && world_tree_count(w) == 0 && w->added_count == 0 &&
-           !w->trees_stale;
+bool tree_idle(const broadphase_world *w, bool built_empty) {
+    return built_empty && world_tree_count(w) == 0 && w->added_count == 0 && !w->trees_stale;
 }
 
 void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,

@@ -132,10 +132,11 @@ void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr
                      const simd_boxes *a, const uint32_t *a_id, size_t a_lo, size_t a_hi,
                      const simd_boxes *b, const uint32_t *b_id, size_t b_lo, size_t b_hi, int dims);
 
-/* True when a tree method's update has nothing to do: the tree was built and holds nothing, and
- * no object is to join it (every object rests or is static, and none changed): a build would
- * make the same empty tree, after passes over every id. */
-bool tree_idle(const broadphase_world *w, bool built, size_t in_tree);
+/* True when a tree method's update has nothing to do: its last update built an empty tree
+ * (`built_empty`), and still no object is to join it (every object rests or is static, and none
+ * changed). A build would make the same empty tree after passes over every id. The step then
+ * counts as a refit (of nothing). */
+bool tree_idle(const broadphase_world *w, bool built_empty);
 
 /* After a tree method's search: the step's phase times (t0 start, t1 end of the update) and the
  * tree's cost figure per object. */

@@ -400,13 +400,15 @@ typedef struct batch {
     size_t bad[BATCH_CHUNKS];
     long sphere_delta[BATCH_CHUNKS]; /* change in the sphere count made by each chunk */
     size_t changed[BATCH_CHUNKS];    /* objects each chunk changed first in this epoch */
+    /* Objects each chunk changed that are static or at rest (see note_moves). */
+    size_t notable[BATCH_CHUNKS];
 } batch;
 
 static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
-                              size_t begin, size_t end, size_t *changed);
+                              size_t begin, size_t end, size_t *changed, size_t *notable);
 static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
                                 const broadphase_spheres *s, size_t begin, size_t end,
-                                size_t *changed);
+                                size_t *changed, size_t *notable);
 
 static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                          size_t end, size_t *bad);
@@ -419,7 +421,7 @@ static void batch_chunk(size_t c, int worker, void *p) {
     size_t begin = c * b->chunk, end = begin + b->chunk < b->count ? begin + b->chunk : b->count;
     b->status[c] = BROADPHASE_OK;
     b->sphere_delta[c] = 0;
-    b->changed[c] = 0;
+    b->changed[c] = b->notable[c] = 0;
     switch (b->op) {
     case CHECK_BOXES:
         b->status[c] = check_boxes_range(b->w, b->shapes, begin, end, &b->bad[c]);
@@ -434,17 +436,25 @@ static void batch_chunk(size_t c, int worker, void *p) {
         b->status[c] = check_repeats_range(b->w, b->ids, begin, end, &b->bad[c]);
         break;
     case WRITE_BOXES:
-        b->sphere_delta[c] = write_boxes_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c]);
+        b->sphere_delta[c] =
+            write_boxes_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c], &b->notable[c]);
         break;
     case WRITE_SPHERES:
-        b->sphere_delta[c] =
-            write_spheres_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c]);
+        b->sphere_delta[c] = write_spheres_range(b->w, b->ids, b->shapes, begin, end,
+                                                 &b->changed[c], &b->notable[c]);
         break;
     }
 }
 
+/* The parts of a written batch holding notable objects (changed, and static or at rest). */
+typedef struct batch_notes {
+    size_t chunk, chunks;
+    bool notable[BATCH_CHUNKS];
+} batch_notes;
+
 static broadphase_status batch_run(broadphase_world *w, batch_op op, const void *shapes,
-                                   const uint32_t *ids, size_t count, size_t *bad) {
+                                   const uint32_t *ids, size_t count, size_t *bad,
+                                   batch_notes *notes) {
     batch b;
     b.w = w;
     b.op = op;
@@ -462,6 +472,11 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
         }
         delta += b.sphere_delta[c];
         w->moved_count += b.changed[c];
+        if (notes) notes->notable[c] = b.notable[c] > 0;
+    }
+    if (notes) {
+        notes->chunk = b.chunk;
+        notes->chunks = chunks;
     }
     w->sphere_count = (size_t)((long)w->sphere_count + delta);
     return BROADPHASE_OK;
@@ -470,13 +485,13 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
 static broadphase_status check_boxes(broadphase_world *w, size_t count, const broadphase_boxes *b,
                                      size_t *bad) {
     if (!boxes_present(w, b)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    return batch_run(w, CHECK_BOXES, b, NULL, count, bad);
+    return batch_run(w, CHECK_BOXES, b, NULL, count, bad, NULL);
 }
 
 static broadphase_status check_spheres(broadphase_world *w, size_t count,
                                        const broadphase_spheres *s, size_t *bad) {
     if (!spheres_present(w, s)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    return batch_run(w, CHECK_SPHERES, s, NULL, count, bad);
+    return batch_run(w, CHECK_SPHERES, s, NULL, count, bad, NULL);
 }
 
 /* Ids are checked in two parallel passes: the first rejects unknown ids and stamps each id
@@ -511,8 +526,9 @@ static broadphase_status check_repeats_range(broadphase_world *w, const uint32_t
  * at its second appearance). */
 static broadphase_status check_ids(broadphase_world *w, size_t count, const uint32_t *ids,
                                    size_t *bad) {
-    if (count < UINT32_MAX && batch_run(w, CHECK_IDS, NULL, ids, count, bad) == BROADPHASE_OK &&
-        batch_run(w, CHECK_REPEATS, NULL, ids, count, bad) == BROADPHASE_OK)
+    if (count < UINT32_MAX &&
+        batch_run(w, CHECK_IDS, NULL, ids, count, bad, NULL) == BROADPHASE_OK &&
+        batch_run(w, CHECK_REPEATS, NULL, ids, count, bad, NULL) == BROADPHASE_OK)
         return BROADPHASE_OK;
     for (size_t i = 0; i < count; i++)
         if (ids[i] < w->id_end) w->stamp[ids[i]] = UINT32_MAX;
@@ -568,6 +584,12 @@ static void sphere_extent(float c, float r, float *lo, float *hi) {
     *hi = fh > FLT_MAX ? FLT_MAX : (fh < -FLT_MAX ? -FLT_MAX : fh);
 }
 
+/* 1 when object id, just changed, is static or at rest: note_moves looks at it after the batch. */
+static size_t notable_change(const broadphase_world *w, uint32_t id) {
+    return (size_t)((w->static_count > 0 && w->is_static[id]) ||
+                    (w->rest.count > 0 && w->rest.at_rest[id]));
+}
+
 /* Marks object id changed in this epoch; 1 the first time in the epoch. */
 static size_t mark_changed(broadphase_world *w, uint32_t id) {
     if (w->changed[id] == w->epoch) return 0;
@@ -579,7 +601,7 @@ static size_t mark_changed(broadphase_world *w, uint32_t id) {
  * to *changed the objects it changed first in this epoch; an object given the shape it already
  * has is not changed. */
 static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
-                              size_t begin, size_t end, size_t *changed) {
+                              size_t begin, size_t end, size_t *changed, size_t *notable) {
     const float *lo[3] = {b->min_x, b->min_y, b->min_z};
     const float *hi[3] = {b->max_x, b->max_y, b->max_z};
     int dims = w->config.dimensions;
@@ -588,13 +610,16 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
      * per object (the compiler must keep it in memory, as the stores to kind may alias it) made
      * the two threads fight over that cache line (moving2d 1e5 on 2 threads: 1.15 ms for this
      * pass against 0.35 on one). */
-    size_t fresh = 0;
+    size_t fresh = 0, marked = 0;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         world_box *r = &w->box[id];
         bool same = w->kind[id] == OBJECT_BOX;
         for (int k = 0; k < dims; k++) same = same && r->lo[k] == lo[k][i] && r->hi[k] == hi[k][i];
-        if (!same) fresh += mark_changed(w, id);
+        if (!same) {
+            fresh += mark_changed(w, id);
+            marked += notable_change(w, id);
+        }
         for (int k = 0; k < 3; k++) {
             r->lo[k] = k < dims ? lo[k][i] : 0.0f;
             r->hi[k] = k < dims ? hi[k][i] : 0.0f;
@@ -605,22 +630,26 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
         w->kind[id] = OBJECT_BOX;
     }
     *changed = fresh;
+    *notable = marked;
     return delta;
 }
 
 static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
                                 const broadphase_spheres *s, size_t begin, size_t end,
-                                size_t *changed) {
+                                size_t *changed, size_t *notable) {
     const float *c[3] = {s->x, s->y, s->z};
     int dims = w->config.dimensions;
     long delta = 0;
-    size_t fresh = 0; /* stored once, as in write_boxes_range */
+    size_t fresh = 0, marked = 0; /* stored once, as in write_boxes_range */
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
         float r = s->radius[i];
         bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
         for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
-        if (!same) fresh += mark_changed(w, id);
+        if (!same) {
+            fresh += mark_changed(w, id);
+            marked += notable_change(w, id);
+        }
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
             w->center[k][id] = ck;
@@ -634,6 +663,7 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
         w->kind[id] = OBJECT_SPHERE;
     }
     *changed = fresh;
+    *notable = marked;
     return delta;
 }
 
@@ -751,7 +781,7 @@ broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
         else
             s = check_boxes(w, count, boxes, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
-        if (s == BROADPHASE_OK) batch_run(w, WRITE_BOXES, boxes, ids_out, count, &bad);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_BOXES, boxes, ids_out, count, &bad, NULL);
     }
     fail(w, s, bad);
     world_leave(w);
@@ -770,7 +800,7 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
         else
             s = check_spheres(w, count, spheres, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
-        if (s == BROADPHASE_OK) batch_run(w, WRITE_SPHERES, spheres, ids_out, count, &bad);
+        if (s == BROADPHASE_OK) batch_run(w, WRITE_SPHERES, spheres, ids_out, count, &bad, NULL);
     }
     fail(w, s, bad);
     world_leave(w);
@@ -778,15 +808,23 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
 }
 
 /* A static object that moved calls for the static field to be built again, and for the rest to
- * go: pairs with statics can no longer be carried over. Then the moved objects at rest wake. */
-static void note_moves(broadphase_world *w, size_t count, const uint32_t *ids) {
-    for (size_t i = 0; w->static_count > 0 && i < count; i++) {
-        if (w->is_static[ids[i]] && w->changed[ids[i]] == w->epoch) {
-            w->statics_dirty = w->rest.drop = true;
-            break;
+ * go: pairs with statics can no longer be carried over. Then the moved objects at rest wake, in
+ * the batch's order. Only the parts of the batch where the write found such objects are read
+ * (in a world at rest that is pushed unchanged, none). */
+static void note_moves(broadphase_world *w, size_t count, const uint32_t *ids,
+                       const batch_notes *notes) {
+    for (size_t c = 0; c < notes->chunks; c++) {
+        if (!notes->notable[c]) continue;
+        size_t begin = c * notes->chunk,
+               end = count - begin < notes->chunk ? count : begin + notes->chunk;
+        for (size_t i = begin; w->static_count > 0 && i < end; i++) {
+            if (w->is_static[ids[i]] && w->changed[ids[i]] == w->epoch) {
+                w->statics_dirty = w->rest.drop = true;
+                break;
+            }
         }
+        wake_changed(w, end - begin, ids + begin);
     }
-    wake_changed(w, count, ids);
 }
 
 broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
@@ -803,8 +841,9 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
                            &bad);
         if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
-            batch_run(w, WRITE_BOXES, boxes, ids, count, &bad);
-            note_moves(w, count, ids);
+            batch_notes notes;
+            batch_run(w, WRITE_BOXES, boxes, ids, count, &bad, &notes);
+            note_moves(w, count, ids, &notes);
         }
     }
     fail(w, s, bad);
@@ -826,8 +865,9 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
                            &bad);
         if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
-            batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad);
-            note_moves(w, count, ids);
+            batch_notes notes;
+            batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad, &notes);
+            note_moves(w, count, ids, &notes);
         }
     }
     fail(w, s, bad);
