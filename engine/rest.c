@@ -10,7 +10,9 @@
 enum {
     SETTLE_CHUNKS = 256,  /* chunks of ids of the build's pass, at most */
     SETTLE_GRAIN = 16384, /* ids per chunk, at least */
-    CARRY_CHUNK = 65536,  /* pairs of the last list per chunk of the carry-over (whole words) */
+    /* Pairs of the last list per chunk of the carry-over (whole words). Large: on two threads
+     * 1e5 pairs took 0.14 ms in two chunks against 0.08 in one; 1e6 the same in 4 or 16. */
+    CARRY_CHUNK = 262144,
 };
 
 bool rest_reserve(broadphase_world *w, size_t need) {
