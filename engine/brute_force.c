@@ -40,7 +40,7 @@ static void brute_job(size_t job, int worker, void *p) {
             }
             h = kept;
         }
-        for (size_t k = 0; k < h; k++) pairs_writer_push(&wr, (uint32_t)i, hits[k]);
+        pairs_writer_push_row(&wr, (uint32_t)i, hits, h);
     }
 }
 

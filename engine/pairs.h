@@ -128,6 +128,57 @@ static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     wr->cursor[bucket] = pos + 1;
 }
 
+/* The pushes of pairs_writer_push for many pairs, with the writer's fields held in registers (a
+ * pool store cannot change them, nor the ids): pair j is (row_id[rows[j]], col_id[hits[j]]), or
+ * (qid, col_id[j]) when rows is NULL. `wide` is a literal after inlining. */
+static inline void pairs_push_run(pairs_writer *wr, bool wide, uint32_t qid,
+                                  const uint32_t *restrict row_id, const uint32_t *restrict rows,
+                                  const uint32_t *restrict col_id, const uint32_t *restrict hits,
+                                  size_t h) {
+    uint32_t *restrict pool32 = wr->pool32;
+    uint64_t *restrict pool = wr->pool;
+    size_t *restrict cursor = wr->cursor;
+    const size_t block_mask = wr->block_mask;
+    const int shift = wr->shift, bucket_shift = wr->bucket_shift;
+    for (size_t j = 0; j < h; j++) {
+        uint64_t a = rows ? row_id[rows[j]] : qid, b = col_id[hits ? hits[j] : j];
+        uint64_t key = (a < b ? a : b) << shift | (a < b ? b : a);
+        size_t bucket = (size_t)((key >> 1) >> bucket_shift);
+        size_t pos = cursor[bucket];
+        if ((pos & block_mask) == 0) pos = pairs_claim(wr->ps, wr->worker, pos, bucket);
+        if (wide)
+            pool[pos] = key;
+        else
+            pool32[pos] = (uint32_t)key;
+        cursor[bucket] = pos + 1;
+    }
+}
+
+/* The pairs (row_id[rows[j]], col_id[hits[j]]) for j < h. */
+static inline void pairs_writer_push_hits(pairs_writer *wr, const uint32_t *row_id,
+                                          const uint32_t *rows, const uint32_t *col_id,
+                                          const uint32_t *hits, size_t h) {
+    if (wr->bits) {
+        for (size_t j = 0; j < h; j++) pairs_writer_push(wr, row_id[rows[j]], col_id[hits[j]]);
+    } else if (wr->pool32) {
+        pairs_push_run(wr, false, 0, row_id, rows, col_id, hits, h);
+    } else {
+        pairs_push_run(wr, true, 0, row_id, rows, col_id, hits, h);
+    }
+}
+
+/* The pairs (qid, ids[j]) for j < m. */
+static inline void pairs_writer_push_row(pairs_writer *wr, uint32_t qid, const uint32_t *ids,
+                                         size_t m) {
+    if (wr->bits) {
+        for (size_t j = 0; j < m; j++) pairs_writer_push(wr, qid, ids[j]);
+    } else if (wr->pool32) {
+        pairs_push_run(wr, false, qid, NULL, NULL, ids, NULL, m);
+    } else {
+        pairs_push_run(wr, true, qid, NULL, NULL, ids, NULL, m);
+    }
+}
+
 /* A published pair's place in the sorted list, as one integer. */
 static inline uint64_t pairs_order_key(broadphase_pair p) {
     return (uint64_t)p.a << 32 | p.b;

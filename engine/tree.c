@@ -151,15 +151,14 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
     if (h == 0) return;
     for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
     h = world_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
-    for (size_t j = 0; j < h; j++) pairs_writer_push(wr, qid, k->ids[j]);
+    pairs_writer_push_row(wr, qid, k->ids, h);
 }
 
 void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h) {
     if (h == 0) return;
     if (w->sphere_count == 0 && !w->filter_category) {
-        for (size_t j = 0; j < h; j++)
-            pairs_writer_push(wr, row_id[k->rows[j]], col_id[k->hits[j]]);
+        pairs_writer_push_hits(wr, row_id, k->rows, col_id, k->hits, h);
         return;
     }
     for (size_t j = 0; j < h;) {
@@ -168,7 +167,7 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
         for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
         uint32_t qid = row_id[r];
         m = world_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
-        for (size_t x = 0; x < m; x++) pairs_writer_push(wr, qid, k->ids[x]);
+        pairs_writer_push_row(wr, qid, k->ids, m);
     }
 }
 
