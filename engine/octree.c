@@ -747,8 +747,9 @@ static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const 
     /* Up on to the first ancestor whose cell also contains the centre: a loose ancestor holds
      * objects whose centre has moved into a neighbouring cell, and they could never sink from
      * there, so that moving objects would drift up the tree, step after step, into nodes that
-     * every descendant tests against. (Unless it leaves the region, an object stays in its
-     * leaf even when its centre has crossed into a neighbour: that costs nothing.) */
+     * every descendant tests against. (Until it leaves the region or the slots are next laid
+     * out, an object stays in its leaf even when its centre has crossed into a neighbour: see
+     * tighten.) */
     while (n != 0 && !centre_in(t, &nodes[n], umin, umax)) n = nodes[n].parent;
     for (;;) {
         const oc_node *node = &nodes[n];
@@ -816,6 +817,47 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     t->chunk_count[chunk] = movers;
     if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
     if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
+}
+
+/* When the slots are laid out anew anyway: a leaf's object whose centre has left the leaf's cell
+ * (the refit keeps it while it stays inside the region) moves too, into the leaf its centre is
+ * in, as a build would place it, when that is a leaf. Left alone, such objects drift to the edge
+ * of the region and the leaves' bounds with them: at moving 1e5 the leaves reached 1.2 past
+ * their cells after 40 frames against 0.44 built, and the search took 10-12% longer. The cell
+ * edge is found in floats (hold region less the margin): only the choice of movers depends on
+ * it, and rehome() decides where each goes exactly. */
+static void tighten(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    octree *t = c->t;
+    int b = t->slots.cur;
+    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    if (end > t->slots.count) end = t->slots.count;
+    size_t movers = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t n = t->slot_node[s];
+        if (t->dest[s] != n) continue;
+        const oc_node *node = &t->nodes[n];
+        if (!node->leaf) continue;
+        float in = (float)(t->cell_margin[node->level] / t->scale);
+        bool out = false;
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->slots.smin[b][k][s];
+            mx[k] = t->slots.smax[b][k][s];
+            if (k >= t->dims) continue;
+            float centre = 0.5f * mn[k] + 0.5f * mx[k];
+            out |= centre < node->hold_lo[k] + in || centre > node->hold_hi[k] - in;
+        }
+        if (!out) continue;
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        uint32_t d = rehome(t, n, umin, umax);
+        if (d == NONE || d == n || !t->nodes[d].leaf) continue;
+        t->dest[s] = d;
+        movers++;
+    }
+    t->chunk_count[chunk] += movers;
 }
 
 static void collect_movers(size_t chunk, int worker, void *p) {
@@ -1106,6 +1148,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         w->stats.refits++;
         return BROADPHASE_OK;
     }
+    threads_for_chunks(w->workers, chunks, tighten, &c);
     size_t count = gather_moves(w, t, chunks);
     t->split_count = 0;
     t->redirected_count = 0;

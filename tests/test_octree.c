@@ -1162,10 +1162,36 @@ static void tuning_moving(int dims) {
     scene_free(&src);
 }
 
+/* How far the tree's leaves' bounds reach out of their cells: the mean over leaves holding
+ * objects and over their sides (both ends of each axis). */
+typedef struct overhang {
+    double sum;
+    size_t sides;
+    int dims;
+} overhang;
+
+static bool add_overhang(const broadphase_node *node, void *user) {
+    overhang *o = user;
+    if (!node->has_cell || node->children > 0 || node->object_count == 0) return true;
+    for (int k = 0; k < o->dims; k++) {
+        double below = (double)node->cell_min[k] - (double)node->bounds_min[k];
+        double above = (double)node->bounds_max[k] - (double)node->cell_max[k];
+        o->sum += (below > 0 ? below : 0) + (above > 0 ? above : 0);
+        o->sides += 2;
+    }
+    return true;
+}
+
+static double mean_overhang(const broadphase_world *w, int dims) {
+    overhang o = {0.0, 0, dims};
+    CHECK_EQ_INT(broadphase_visit_nodes(w, add_overhang, &o), BROADPHASE_OK);
+    return o.sides ? o.sum / (double)o.sides : 0.0;
+}
+
 /* Slow drift over many frames: each step a few objects leave their leaf, most only into a
  * neighbour of the same parent, which the refit lets wait in their node until they are more
  * than 1/64 of the objects (then it lays the slots out anew). Every frame must still equal
- * the oracle, on every thread count. */
+ * the oracle, on every thread count; at the end, the tree is about as tight as a built one. */
 static void slow_drift(int dims) {
     static const variant v[] = {
         {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
@@ -1200,6 +1226,12 @@ static void slow_drift(int dims) {
         size_t built = stats_of(w).objects_in_internal_nodes;
         size_t drifted = stats_of(b.w[i]).objects_in_internal_nodes;
         CHECK(drifted <= built + s.count / 100);
+        /* Nor do the leaves' bounds spread: an object whose centre has left its leaf's cell
+         * stays there only until the slots are next laid out (after 120 frames, refit alone:
+         * the mean reach out of the cell 0.76 against 0.46 built in 3D, 0.77 against 0.34 in
+         * 2D; 1.35 and 2.56 when such objects stayed until they left the region). */
+        if (b.config[i].update == BROADPHASE_UPDATE_REFIT)
+            CHECK(mean_overhang(b.w[i], dims) <= 2.5 * mean_overhang(w, dims));
         free(ids);
         broadphase_destroy(w);
     }
