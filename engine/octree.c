@@ -819,13 +819,50 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
 }
 
+/* The leaf at node n's level whose cell is n's stepped by step[k] (-1, 0 or 1) along each axis,
+ * when it exists and its region (rounded inward, see hold_region) holds [mn, mx]; else NONE.
+ * Integer cells and float bounds only: the common move of tighten() without rehome()'s grid
+ * arithmetic. */
+static uint32_t neighbour_leaf(const octree *t, uint32_t n, const int step[3], const float mn[3],
+                               const float mx[3]) {
+    const oc_node *nodes = t->nodes;
+    int level = nodes[n].level;
+    uint64_t side = (uint64_t)1 << level;
+    uint32_t cell[3] = {0, 0, 0};
+    for (int k = 0; k < t->dims; k++) {
+        int64_t at = (int64_t)nodes[n].cell[k] + step[k];
+        if (at < 0 || (uint64_t)at >= side) return NONE;
+        cell[k] = (uint32_t)at;
+    }
+    uint32_t a = n;
+    for (;;) {
+        int up = level - nodes[a].level;
+        bool in = true;
+        for (int k = 0; k < t->dims; k++) in &= cell[k] >> up == nodes[a].cell[k];
+        if (in) break;
+        if (a == 0) return NONE;
+        a = nodes[a].parent;
+    }
+    while (nodes[a].level < level) {
+        int down = level - nodes[a].level - 1, j = 0;
+        for (int k = 0; k < t->dims; k++) j |= (int)(cell[k] >> down & 1u) << k;
+        uint32_t c = nodes[a].child[j];
+        if (c == NONE || nodes[c].spare) return NONE;
+        a = c;
+    }
+    if (!nodes[a].leaf) return NONE;
+    for (int k = 0; k < t->dims; k++)
+        if (!(mn[k] >= nodes[a].hold_lo[k] && mx[k] <= nodes[a].hold_hi[k])) return NONE;
+    return a;
+}
+
 /* When the slots are laid out anew anyway: a leaf's object whose centre has left the leaf's cell
  * (the refit keeps it while it stays inside the region) moves too, into the leaf its centre is
  * in, as a build would place it, when that is a leaf. Left alone, such objects drift to the edge
  * of the region and the leaves' bounds with them: at moving 1e5 the leaves reached 1.2 past
  * their cells after 40 frames against 0.44 built, and the search took 10-12% longer. The cell
- * edge is found in floats (hold region less the margin): only the choice of movers depends on
- * it, and rehome() decides where each goes exactly. */
+ * edge is found in floats (the region less the margin): only the choice of movers depends on
+ * it, and a mover goes only where it is held. */
 static void tighten(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
@@ -833,27 +870,36 @@ static void tighten(size_t chunk, int worker, void *p) {
     int b = t->slots.cur;
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slots.count) end = t->slots.count;
+    float inset[64];
+    for (int l = 0; l <= t->max_level && l < 64; l++)
+        inset[l] = (float)(t->cell_margin[l] / t->scale);
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
         uint32_t n = t->slot_node[s];
         if (t->dest[s] != n) continue;
         const oc_node *node = &t->nodes[n];
         if (!node->leaf) continue;
-        float in = (float)(t->cell_margin[node->level] / t->scale);
+        float in = inset[node->level];
         bool out = false;
+        int step[3] = {0, 0, 0};
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
             mn[k] = t->slots.smin[b][k][s];
             mx[k] = t->slots.smax[b][k][s];
             if (k >= t->dims) continue;
             float centre = 0.5f * mn[k] + 0.5f * mx[k];
-            out |= centre < node->hold_lo[k] + in || centre > node->hold_hi[k] - in;
+            step[k] = centre < node->hold_lo[k] + in ? -1 : centre > node->hold_hi[k] - in ? 1 : 0;
+            out |= step[k] != 0;
         }
         if (!out) continue;
-        double umin[3], umax[3];
-        to_grid(t, mn, mx, umin, umax);
-        uint32_t d = rehome(t, n, umin, umax);
-        if (d == NONE || d == n || !t->nodes[d].leaf) continue;
+        uint32_t d = neighbour_leaf(t, n, step, mn, mx);
+        if (d == NONE) {
+            double umin[3], umax[3];
+            to_grid(t, mn, mx, umin, umax);
+            d = rehome(t, n, umin, umax);
+            if (d == NONE || !t->nodes[d].leaf) continue;
+        }
+        if (d == n) continue;
         t->dest[s] = d;
         movers++;
     }
