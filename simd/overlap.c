@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "overlap_wide.h"
@@ -205,6 +206,12 @@ size_t simd_boxes_first_invalid_scalar(const float *const lo[3], const float *co
     return end;
 }
 
+void simd_stream_floats_scalar(float *dst, const float *src, size_t count) {
+    if (count > 0) memcpy(dst, src, count * sizeof *dst);
+}
+
+void simd_stream_fence_scalar(void) {}
+
 size_t simd_spheres_first_invalid_scalar(const float *const c[3], const float *r, size_t begin,
                                          size_t end, int dims) {
     for (size_t i = begin; i < end; i++) {
@@ -376,7 +383,9 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_blocks_vs_boxes_scalar,
                                                  simd_boxes_bounds_scalar,
                                                  simd_boxes_first_invalid_scalar,
-                                                 simd_spheres_first_invalid_scalar};
+                                                 simd_spheres_first_invalid_scalar,
+                                                 simd_stream_floats_scalar,
+                                                 simd_stream_fence_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -393,7 +402,9 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_blocks_vs_boxes_avx2,
                                                simd_boxes_bounds_avx2,
                                                simd_boxes_first_invalid_avx2,
-                                               simd_spheres_first_invalid_avx2};
+                                               simd_spheres_first_invalid_avx2,
+                                               simd_stream_floats_avx2,
+                                               simd_stream_fence_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -422,7 +433,9 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_blocks_vs_boxes_baseline,
                                                    simd_boxes_bounds_baseline,
                                                    simd_boxes_first_invalid_baseline,
-                                                   simd_spheres_first_invalid_baseline};
+                                                   simd_spheres_first_invalid_baseline,
+                                                   simd_stream_floats_baseline,
+                                                   simd_stream_fence_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -541,4 +554,12 @@ size_t simd_boxes_first_invalid(const float *const lo[3], const float *const hi[
 size_t simd_spheres_first_invalid(const float *const c[3], const float *r, size_t begin, size_t end,
                                   int dims) {
     return simd_active()->spheres_first_invalid(c, r, begin, end, dims);
+}
+
+void simd_stream_floats(float *dst, const float *src, size_t count) {
+    simd_active()->stream_floats(dst, src, count);
+}
+
+void simd_stream_fence(void) {
+    simd_active()->stream_fence();
 }

@@ -87,6 +87,16 @@ size_t simd_spheres_first_invalid(const float *const c[3], const float *r, size_
 size_t simd_spheres_first_invalid_scalar(const float *const c[3], const float *r, size_t begin,
                                          size_t end, int dims);
 
+/* Copies src[0, count) to dst with stores that bypass the caches (non-temporal) where the
+ * variant has them: for columns that another core reads next, so that the writer does not first
+ * fetch each line from that core's cache. The scalar twin is memcpy. Stores may stay buffered
+ * until simd_stream_fence(); call it before other threads read dst. */
+void simd_stream_floats(float *dst, const float *src, size_t count);
+void simd_stream_floats_scalar(float *dst, const float *src, size_t count);
+/* Orders the streamed stores before every later store (a no-op where nothing streams). */
+void simd_stream_fence(void);
+void simd_stream_fence_scalar(void);
+
 void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t count,
                           const float (*qmin)[3], const float (*qmax)[3], int dims, uint8_t *masks);
 void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, size_t count,

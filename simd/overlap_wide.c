@@ -800,3 +800,25 @@ void SIMD_WIDE(simd_boxes_bounds)(const simd_boxes *boxes, size_t begin, size_t 
         hi[k] = z;
     }
 }
+
+/* ---- streaming stores ----------------------------------------------------------------------- */
+
+/* Plain stores up to a 32-byte boundary of dst, then whole vectors streamed (8 floats with AVX,
+ * 4 without), then plain stores for the rest. */
+void SIMD_WIDE(simd_stream_floats)(float *dst, const float *src, size_t count) {
+    size_t i = 0;
+    while (i < count && ((uintptr_t)(dst + i) & 31u) != 0) {
+        dst[i] = src[i];
+        i++;
+    }
+#if defined(SIMDE_X86_AVX_NATIVE)
+    for (; i + 8 <= count; i += 8) simde_mm256_stream_ps(dst + i, simde_mm256_loadu_ps(src + i));
+#else
+    for (; i + 4 <= count; i += 4) simde_mm_stream_ps(dst + i, simde_mm_loadu_ps(src + i));
+#endif
+    for (; i < count; i++) dst[i] = src[i];
+}
+
+void SIMD_WIDE(simd_stream_fence)(void) {
+    simde_mm_sfence();
+}

@@ -46,6 +46,8 @@
                                               size_t begin, size_t end, int dims);                 \
     size_t simd_spheres_first_invalid_##variant(const float *const c[3], const float *r,           \
                                                 size_t begin, size_t end, int dims);               \
+    void simd_stream_floats_##variant(float *dst, const float *src, size_t count);                 \
+    void simd_stream_fence_##variant(void);                                                        \
     size_t simd_boxes_select_##variant(const simd_boxes *src, const uint32_t *src_ids,             \
                                        size_t begin, size_t end, int dims, int axis, float plane,  \
                                        int side, float *const dst_min[3], float *const dst_max[3], \
@@ -90,6 +92,8 @@ typedef struct simd_kernels {
                                   size_t end, int dims);
     size_t (*spheres_first_invalid)(const float *const c[3], const float *r, size_t begin,
                                     size_t end, int dims);
+    void (*stream_floats)(float *dst, const float *src, size_t count);
+    void (*stream_fence)(void);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or
