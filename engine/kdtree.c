@@ -615,32 +615,41 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
-    for (size_t s = begin; s < end; s++) {
-        /* Slots are in tree order and the world's columns in id order: every read below is a
-         * cache miss unless fetched ahead. */
-        uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
-        __builtin_prefetch(&w->box[ahead]);
-        uint32_t id = t->slots.sid[b][s];
-        const world_box *box = &w->box[id];
-        /* Free ids hold the world's sentinels (lo = +inf), so the kind column need not be
-         * read: one cache line fewer per object. */
-        if (box->lo[0] == INFINITY) {
-            t->dest[s] = DEAD;
-            movers++;
-            continue;
+    /* The new values are gathered a block at a time, then written (or streamed, see
+     * tree_slots_stream) column by column. */
+    bool stream = tree_slots_stream(w, &t->slots);
+    tree_slot_block blk;
+    for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
+        size_t s1 = end - s0 < TREE_SLOT_BLOCK ? end : s0 + TREE_SLOT_BLOCK;
+        for (size_t s = s0; s < s1; s++) {
+            /* Slots are in tree order and the world's columns in id order: every read below
+             * is a cache miss unless fetched ahead. */
+            uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
+            __builtin_prefetch(&w->box[ahead]);
+            uint32_t id = t->slots.sid[b][s];
+            const world_box *box = &w->box[id];
+            float mn[3], mx[3];
+            for (int k = 0; k < 3; k++) {
+                mn[k] = blk.min[k][s - s0] = box->lo[k];
+                mx[k] = blk.max[k][s - s0] = box->hi[k];
+            }
+            /* Free ids hold the world's sentinels (lo = +inf), so the kind column need not be
+             * read: one cache line fewer per object. */
+            if (mn[0] == INFINITY) {
+                t->dest[s] = DEAD;
+                movers++;
+                continue;
+            }
+            uint32_t n = t->slot_node[s];
+            uint32_t d = n;
+            if (!in_cell(&t->nodes[n], mn, mx, dims) || sink_step(&t->nodes[n], mn, mx) != NONE)
+                d = rehome(t->nodes, n, mn, mx, dims);
+            t->dest[s] = d;
+            movers += d != n;
         }
-        float mn[3], mx[3];
-        for (int k = 0; k < 3; k++) {
-            mn[k] = t->slots.smin[b][k][s] = box->lo[k];
-            mx[k] = t->slots.smax[b][k][s] = box->hi[k];
-        }
-        uint32_t n = t->slot_node[s];
-        uint32_t d = n;
-        if (!in_cell(&t->nodes[n], mn, mx, dims) || sink_step(&t->nodes[n], mn, mx) != NONE)
-            d = rehome(t->nodes, n, mn, mx, dims);
-        t->dest[s] = d;
-        movers += d != n;
+        tree_slots_put(&t->slots, b, s0, s1 - s0, &blk, stream);
     }
+    if (stream) simd_stream_fence();
     t->chunk_count[chunk] = movers;
 }
 

@@ -48,8 +48,6 @@ enum {
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
-    REFIT_BLOCK = 64,       /* slots the refit gathers before writing their columns */
-    STREAM_MAX = 1 << 19,   /* the most slots the refit writes with streaming stores */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
@@ -776,16 +774,12 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     bool escaped = false, urgent = false;
-    /* With more than one worker, the search left the slots' lines in other cores' caches: they
-     * are gathered REFIT_BLOCK objects at a time and streamed past the caches, so that the
-     * writer does not first take each line from another core. Measured on 2 threads in the
-     * VM's slow mood, update: moving 1e4 0.195 -> 0.118 ms, 1e5 0.94-0.99 -> 0.63-0.67, 3e5
-     * 2.7-2.8 -> 2.0-2.1; but 1e6 7.8-7.9 -> 8.3-8.5, whose slots are too many to stay in
-     * caches and are read again soon by the measure and the relayout: STREAM_MAX. */
-    bool stream = w->workers > 1 && t->slots.count <= STREAM_MAX;
-    float blk_min[3][REFIT_BLOCK], blk_max[3][REFIT_BLOCK];
-    for (size_t s0 = begin; s0 < end; s0 += REFIT_BLOCK) {
-        size_t s1 = end - s0 < REFIT_BLOCK ? end : s0 + REFIT_BLOCK;
+    /* The new values are gathered a block at a time, then written (or streamed, see
+     * tree_slots_stream) column by column. */
+    bool stream = tree_slots_stream(w, &t->slots);
+    tree_slot_block blk;
+    for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
+        size_t s1 = end - s0 < TREE_SLOT_BLOCK ? end : s0 + TREE_SLOT_BLOCK;
         for (size_t s = s0; s < s1; s++) {
             uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
             __builtin_prefetch(&w->box[ahead]);
@@ -793,8 +787,8 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             const world_box *box = &w->box[id];
             float mn[3], mx[3];
             for (int k = 0; k < 3; k++) {
-                mn[k] = blk_min[k][s - s0] = box->lo[k];
-                mx[k] = blk_max[k][s - s0] = box->hi[k];
+                mn[k] = blk.min[k][s - s0] = box->lo[k];
+                mx[k] = blk.max[k][s - s0] = box->hi[k];
             }
             if (mn[0] == INFINITY) { /* removed: free ids hold the sentinels */
                 t->dest[s] = DEAD;
@@ -827,15 +821,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
                     up == NONE || !holds(t, t->nodes[up].level, t->nodes[up].cell, umin, umax);
             }
         }
-        for (int k = 0; k < 3; k++) {
-            if (stream) {
-                simd_stream_floats(t->slots.smin[b][k] + s0, blk_min[k], s1 - s0);
-                simd_stream_floats(t->slots.smax[b][k] + s0, blk_max[k], s1 - s0);
-            } else {
-                memcpy(t->slots.smin[b][k] + s0, blk_min[k], (s1 - s0) * sizeof(float));
-                memcpy(t->slots.smax[b][k] + s0, blk_max[k], (s1 - s0) * sizeof(float));
-            }
-        }
+        tree_slots_put(&t->slots, b, s0, s1 - s0, &blk, stream);
     }
     if (stream) simd_stream_fence();
     t->chunk_count[chunk] = movers;

@@ -49,6 +49,20 @@ typedef struct tree_slots {
 
 /* Room for `need` objects in both buffers; contents are not kept. False on out of memory. */
 bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
+
+/* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, gathered object by object
+ * and then written column by column (tree_slots_put). */
+enum { TREE_SLOT_BLOCK = 64 };
+typedef struct tree_slot_block {
+    float min[3][TREE_SLOT_BLOCK], max[3][TREE_SLOT_BLOCK];
+} tree_slot_block;
+
+/* Whether a refit should stream its slot writes past the caches (see tree.c). */
+bool tree_slots_stream(const broadphase_world *w, const tree_slots *s);
+/* Slots [s0, s0 + count) of buffer b take the block's values, streamed when `stream` (then
+ * simd_stream_fence() before the slots are read by another thread). */
+void tree_slots_put(tree_slots *s, int b, size_t s0, size_t count, const tree_slot_block *blk,
+                    bool stream);
 void tree_slots_release(broadphase_world *w, tree_slots *s);
 /* The current buffer as the SIMD kernels see it. */
 static inline simd_boxes tree_slots_boxes(const tree_slots *s) {
