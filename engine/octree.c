@@ -774,8 +774,8 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     bool escaped = false, urgent = false;
-    /* The new values are gathered a block at a time, then written (or streamed, see
-     * tree_slots_stream) column by column. */
+    /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
+     * and streamed column by column. */
     bool stream = tree_slots_stream(w, &t->slots);
     tree_slot_block blk;
     for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
@@ -787,9 +787,10 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             const world_box *box = &w->box[id];
             float mn[3], mx[3];
             for (int k = 0; k < 3; k++) {
-                mn[k] = blk.min[k][s - s0] = box->lo[k];
-                mx[k] = blk.max[k][s - s0] = box->hi[k];
+                mn[k] = box->lo[k];
+                mx[k] = box->hi[k];
             }
+            tree_slot_set(&t->slots, b, &blk, s0, s, mn, mx, stream);
             if (mn[0] == INFINITY) { /* removed: free ids hold the sentinels */
                 t->dest[s] = DEAD;
                 movers++;
@@ -821,7 +822,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
                     up == NONE || !holds(t, t->nodes[up].level, t->nodes[up].cell, umin, umax);
             }
         }
-        tree_slots_put(&t->slots, b, s0, s1 - s0, &blk, stream);
+        if (stream) tree_slots_stream_block(&t->slots, b, s0, s1 - s0, &blk);
     }
     if (stream) simd_stream_fence();
     t->chunk_count[chunk] = movers;

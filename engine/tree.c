@@ -62,16 +62,11 @@ bool tree_slots_stream(const broadphase_world *w, const tree_slots *s) {
     return w->workers > 1 && s->count <= (size_t)1 << 19;
 }
 
-void tree_slots_put(tree_slots *s, int b, size_t s0, size_t count, const tree_slot_block *blk,
-                    bool stream) {
+void tree_slots_stream_block(tree_slots *s, int b, size_t s0, size_t count,
+                             const tree_slot_block *blk) {
     for (int k = 0; k < 3; k++) {
-        if (stream) {
-            simd_stream_floats(s->smin[b][k] + s0, blk->min[k], count);
-            simd_stream_floats(s->smax[b][k] + s0, blk->max[k], count);
-        } else {
-            memcpy(s->smin[b][k] + s0, blk->min[k], count * sizeof(float));
-            memcpy(s->smax[b][k] + s0, blk->max[k], count * sizeof(float));
-        }
+        simd_stream_floats(s->smin[b][k] + s0, blk->min[k], count);
+        simd_stream_floats(s->smax[b][k] + s0, blk->max[k], count);
     }
 }
 

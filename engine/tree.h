@@ -50,8 +50,9 @@ typedef struct tree_slots {
 /* Room for `need` objects in both buffers; contents are not kept. False on out of memory. */
 bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
 
-/* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, gathered object by object
- * and then written column by column (tree_slots_put). */
+/* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:
+ * gathered object by object (tree_slot_set), then streamed column by column
+ * (tree_slots_stream_block). */
 enum { TREE_SLOT_BLOCK = 64 };
 typedef struct tree_slot_block {
     float min[3][TREE_SLOT_BLOCK], max[3][TREE_SLOT_BLOCK];
@@ -59,10 +60,25 @@ typedef struct tree_slot_block {
 
 /* Whether a refit should stream its slot writes past the caches (see tree.c). */
 bool tree_slots_stream(const broadphase_world *w, const tree_slots *s);
-/* Slots [s0, s0 + count) of buffer b take the block's values, streamed when `stream` (then
- * simd_stream_fence() before the slots are read by another thread). */
-void tree_slots_put(tree_slots *s, int b, size_t s0, size_t count, const tree_slot_block *blk,
-                    bool stream);
+/* Slot `at` of buffer b takes [mn, mx]: into the block (whose first slot is s0) when
+ * streaming, else straight into the columns (stores spread among the refit's reads overlap
+ * with them; gathered and written in bursts they cost moving 1e6 on one thread 2 ms more). */
+static inline void tree_slot_set(tree_slots *s, int b, tree_slot_block *blk, size_t s0, size_t at,
+                                 const float mn[3], const float mx[3], bool stream) {
+    for (int k = 0; k < 3; k++) {
+        if (stream) {
+            blk->min[k][at - s0] = mn[k];
+            blk->max[k][at - s0] = mx[k];
+        } else {
+            s->smin[b][k][at] = mn[k];
+            s->smax[b][k][at] = mx[k];
+        }
+    }
+}
+/* Slots [s0, s0 + count) of buffer b take the block's values, streamed; simd_stream_fence()
+ * before another thread reads them. */
+void tree_slots_stream_block(tree_slots *s, int b, size_t s0, size_t count,
+                             const tree_slot_block *blk);
 void tree_slots_release(broadphase_world *w, tree_slots *s);
 /* The current buffer as the SIMD kernels see it. */
 static inline simd_boxes tree_slots_boxes(const tree_slots *s) {
