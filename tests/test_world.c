@@ -911,7 +911,9 @@ TEST(bad_input_unknown_id) {
 /* Batches large enough to be checked in parallel chunks (the world cuts one of 32768 or more
  * into 256, here of 586 ids each): an id repeated across chunks, or within a later chunk, or
  * after an unknown one, is named at its first bad position whatever the thread count, and
- * nothing changes. */
+ * nothing changes. Batches whose ids rise are checked without stamps: a repeat that leaves the
+ * rest rising (next to itself, within a chunk or across a chunk's end) and an unknown id among
+ * rising ones are caught too; rising ids with gaps and falling ids go through. */
 TEST(bad_input_large_batches) {
     enum { N = 150000 };
     float *col = malloc(6 * N * sizeof *col);
@@ -946,6 +948,9 @@ TEST(bad_input_large_batches) {
             {120000, 5, 90000, 7, BROADPHASE_ERROR_INVALID_ARGUMENT, 90000},   /* two repeats */
             {130000, 3, 110000, N + 9, BROADPHASE_ERROR_UNKNOWN_ID, 110000},   /* unknown first */
             {70000, N + 9, 140000, 1, BROADPHASE_ERROR_UNKNOWN_ID, 70000},     /* before a repeat */
+            {58600, 58599, 0, 0, BROADPHASE_ERROR_INVALID_ARGUMENT, 58600}, /* at a chunk's end */
+            {100000, 100001, 0, 0, BROADPHASE_ERROR_INVALID_ARGUMENT, 100001}, /* in a chunk */
+            {N - 1, N + 5, 0, 0, BROADPHASE_ERROR_UNKNOWN_ID, N - 1},          /* still rising */
         };
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             TEST_CONTEXT("threads %d case %zu", threads[t], c);
@@ -958,6 +963,11 @@ TEST(bad_input_large_batches) {
             CHECK_EQ_INT(broadphase_last_error_index(w), cases[c].bad);
             CHECK_EQ_INT(broadphase_object_count(w), N);
         }
+        /* Every other id (rising with gaps), then all of them falling, go through. */
+        for (size_t i = 0; i < N / 2; i++) batch[i] = ids[2 * i];
+        CHECK_EQ_INT(broadphase_move_boxes(w, N / 2, batch, &b), BROADPHASE_OK);
+        for (size_t i = 0; i < N; i++) batch[i] = ids[N - 1 - i];
+        CHECK_EQ_INT(broadphase_move_boxes(w, N, batch, &b), BROADPHASE_OK);
         /* The same batch without faults goes through, and the world is as it was. */
         CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &b), BROADPHASE_OK);
         broadphase_pairs after;
