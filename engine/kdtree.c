@@ -28,7 +28,6 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over slots */
     NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
-    REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
     ARRIVAL_ROOM = 1024,    /* per-worker room for one node's arrivals in a refit, at least */
     MOVE_CHUNK = 4096,      /* moves per chunk in the parallel passes over them */
@@ -622,20 +621,10 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
         size_t s1 = end - s0 < TREE_SLOT_BLOCK ? end : s0 + TREE_SLOT_BLOCK;
         for (size_t s = s0; s < s1; s++) {
-            /* Slots are in tree order and the world's columns in id order: every read below
-             * is a cache miss unless fetched ahead. */
-            uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
-            __builtin_prefetch(&w->box[ahead]);
-            uint32_t id = t->slots.sid[b][s];
-            const world_box *box = &w->box[id];
             float mn[3], mx[3];
-            for (int k = 0; k < 3; k++) {
-                mn[k] = box->lo[k];
-                mx[k] = box->hi[k];
-            }
-            tree_slot_set(&t->slots, b, &blk, s0, s, mn, mx, stream);
-            /* Free ids hold the world's sentinels (lo = +inf), so the kind column need not be
-             * read: one cache line fewer per object. */
+            tree_refit_read(w, &t->slots, b, &blk, s0, s, end, stream, mn, mx);
+            /* Removed (see tree_refit_read): the kind column need not be read, one cache line
+             * fewer per object. */
             if (mn[0] == INFINITY) {
                 t->dest[s] = DEAD;
                 movers++;

@@ -47,7 +47,6 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
-    REFIT_AHEAD = 64,       /* slots the refit fetches ahead of the one it reads */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
@@ -493,8 +492,8 @@ static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     int b = t->slots.cur;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = t->vals[i];
-        if (i + REFIT_AHEAD < end) {
-            __builtin_prefetch(&w->box[t->vals[i + REFIT_AHEAD]]);
+        if (i + TREE_REFIT_AHEAD < end) {
+            __builtin_prefetch(&w->box[t->vals[i + TREE_REFIT_AHEAD]]);
         }
         for (int k = 0; k < 3; k++) {
             t->slots.smin[b][k][i] = w->box[id].lo[k];
@@ -781,17 +780,9 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
         size_t s1 = end - s0 < TREE_SLOT_BLOCK ? end : s0 + TREE_SLOT_BLOCK;
         for (size_t s = s0; s < s1; s++) {
-            uint32_t ahead = t->slots.sid[b][s + REFIT_AHEAD < end ? s + REFIT_AHEAD : s];
-            __builtin_prefetch(&w->box[ahead]);
-            uint32_t id = t->slots.sid[b][s];
-            const world_box *box = &w->box[id];
             float mn[3], mx[3];
-            for (int k = 0; k < 3; k++) {
-                mn[k] = box->lo[k];
-                mx[k] = box->hi[k];
-            }
-            tree_slot_set(&t->slots, b, &blk, s0, s, mn, mx, stream);
-            if (mn[0] == INFINITY) { /* removed: free ids hold the sentinels */
+            tree_refit_read(w, &t->slots, b, &blk, s0, s, end, stream, mn, mx);
+            if (mn[0] == INFINITY) { /* removed (see tree_refit_read) */
                 t->dest[s] = DEAD;
                 movers++;
                 urgent = true;

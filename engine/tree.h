@@ -7,6 +7,7 @@
 #include "broadphase.h"
 #include "overlap.h"
 #include "pairs.h"
+#include "world.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,27 +52,38 @@ typedef struct tree_slots {
 bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
 
 /* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:
- * gathered object by object (tree_slot_set), then streamed column by column
+ * gathered object by object (tree_refit_read), then streamed column by column
  * (tree_slots_stream_block). */
-enum { TREE_SLOT_BLOCK = 64 };
+enum { TREE_SLOT_BLOCK = 64, TREE_REFIT_AHEAD = 64 };
 typedef struct tree_slot_block {
     float min[3][TREE_SLOT_BLOCK], max[3][TREE_SLOT_BLOCK];
 } tree_slot_block;
 
 /* Whether a refit should stream its slot writes past the caches (see tree.c). */
 bool tree_slots_stream(const broadphase_world *w, const tree_slots *s);
-/* Slot `at` of buffer b takes [mn, mx]: into the block (whose first slot is s0) when
- * streaming, else straight into the columns (stores spread among the refit's reads overlap
- * with them; gathered and written in bursts they cost moving 1e6 on one thread 2 ms more). */
-static inline void tree_slot_set(tree_slots *s, int b, tree_slot_block *blk, size_t s0, size_t at,
-                                 const float mn[3], const float mx[3], bool stream) {
+
+/* A refit's read of slot s of buffer b, in its pass over slots up to `end`: the object's new
+ * bounds from the world into mn and mx, and into the slot, or into the block (whose first slot
+ * is s0) when streaming. Slots are in tree order and the world's boxes in id order, so the box
+ * TREE_REFIT_AHEAD slots on is fetched ahead; without streaming, each slot is written as it is
+ * read (stores spread among the reads overlap with them: gathered and written in bursts they
+ * cost moving 1e6 on one thread 2 ms more). Free ids hold the world's sentinels (lo = +inf),
+ * so a removed object shows as mn[0] == +inf, and its slot takes them. */
+static inline void tree_refit_read(const broadphase_world *w, tree_slots *sl, int b,
+                                   tree_slot_block *blk, size_t s0, size_t s, size_t end,
+                                   bool stream, float mn[3], float mx[3]) {
+    uint32_t ahead = sl->sid[b][s + TREE_REFIT_AHEAD < end ? s + TREE_REFIT_AHEAD : s];
+    __builtin_prefetch(&w->box[ahead]);
+    const world_box *box = &w->box[sl->sid[b][s]];
     for (int k = 0; k < 3; k++) {
+        mn[k] = box->lo[k];
+        mx[k] = box->hi[k];
         if (stream) {
-            blk->min[k][at - s0] = mn[k];
-            blk->max[k][at - s0] = mx[k];
+            blk->min[k][s - s0] = mn[k];
+            blk->max[k][s - s0] = mx[k];
         } else {
-            s->smin[b][k][at] = mn[k];
-            s->smax[b][k][at] = mx[k];
+            sl->smin[b][k][s] = mn[k];
+            sl->smax[b][k][s] = mx[k];
         }
     }
 }
