@@ -503,11 +503,9 @@ static broadphase_status check_spheres(broadphase_world *w, size_t count,
     return batch_run(w, CHECK_SPHERES, s, NULL, count, bad, NULL, NULL);
 }
 
-/* Ids are checked in two parallel passes: the first rejects unknown ids and stamps each id
- * with its position in the batch; the second finds any id whose stamp is not its own position,
- * which happens exactly when the id appears twice. */
-/* Ids [begin, end) of a batch of `count` are live; *rising when each is below the next (the last
- * below the next chunk's first). */
+/* Ids are checked in parallel passes (see check_ids): the first rejects unknown ids and finds
+ * whether the ids rise. Ids [begin, end) of a batch of `count` are live; *rising when each is
+ * below the next (the last below the next chunk's first). */
 static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                          size_t end, size_t count, size_t *bad, bool *rising) {
     bool up = true;
@@ -524,6 +522,9 @@ static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *id
     return BROADPHASE_OK;
 }
 
+/* When they do not rise: each id stamped with its position in the batch; check_repeats_range
+ * then finds any id whose stamp is not its own position, which happens exactly when the id
+ * appears twice. */
 static void stamp_range(broadphase_world *w, const uint32_t *ids, size_t begin, size_t end) {
     for (size_t i = begin; i < end; i++)
         __atomic_store_n(&w->stamp[ids[i]], (uint32_t)i, __ATOMIC_RELAXED);
