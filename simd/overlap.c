@@ -12,6 +12,10 @@
 
 #include "overlap_wide.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 /* ---- predicates ------------------------------------------------------------------------------ */
 
 /* Distance from c to [mn, mx] on one axis. The wide kernels select the same three values with
@@ -562,4 +566,21 @@ void simd_stream_floats(float *dst, const float *src, size_t count) {
 
 void simd_stream_fence(void) {
     simd_active()->stream_fence();
+}
+
+/* Read once; racing first callers compute the same answer (0 unknown, 1 no, 2 yes). CPUID
+ * traps to the hypervisor on a VM (microseconds), so it is never asked twice. */
+static _Atomic int simd_prefetch_write_state;
+
+bool simd_prefetch_write_ok(void) {
+    int state = atomic_load_explicit(&simd_prefetch_write_state, memory_order_relaxed);
+    if (__builtin_expect(state != 0, 1)) return state == 2;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    bool ok = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c >> 8 & 1u);
+#else
+    bool ok = true;
+#endif
+    atomic_store_explicit(&simd_prefetch_write_state, ok ? 2 : 1, memory_order_relaxed);
+    return ok;
 }

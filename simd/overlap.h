@@ -3,6 +3,7 @@
  * wide kernels are compiled for AVX2 and for the portable baseline and picked once at run time. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,22 @@ void simd_stream_floats_scalar(float *dst, const float *src, size_t count);
 /* Orders the streamed stores before every later store (a no-op where nothing streams). */
 void simd_stream_fence(void);
 void simd_stream_fence_scalar(void);
+
+/* Prefetching for a write: a line that another core read since this one last wrote it is shared
+ * there, and a plain store must wait for that copy to be invalidated (a cross-core round trip,
+ * 100-700 ns on a VM) before it can retire; the store buffer then fills and the writer stalls.
+ * simd_prefetch_write(p) asks for the line holding p in an exclusive state ahead of the store
+ * (x86 PREFETCHW), so the round trips overlap. Call it only where simd_prefetch_write_ok(),
+ * decided once per process from the CPU (CPUID 80000001h:ECX.PRFCHW on x86; other targets use
+ * the compiler's write prefetch and always may). A hint: it changes no memory. */
+bool simd_prefetch_write_ok(void);
+static inline void simd_prefetch_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
 
 void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t count,
                           const float (*qmin)[3], const float (*qmax)[3], int dims, uint8_t *masks);
