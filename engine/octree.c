@@ -143,7 +143,8 @@ typedef struct octree {
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
     uint64_t growths;
-    int task_levels; /* measure: nodes above this level finish their children as tasks */
+    int task_levels;     /* measure: nodes above this level finish their children as tasks */
+    bool prefetch_write; /* measure: node lines taken for writing ahead (prefetch_node_write) */
 } octree;
 
 /* ---- geometry ---------------------------------------------------------------------------- */
@@ -550,6 +551,16 @@ typedef struct finish_task {
 
 static void finish(octree *t, uint32_t n, bool own, oc_figures *fig);
 
+/* The lines of the fields finish() writes, taken for writing: the last search read every node
+ * on both workers, so on two threads a plain store waited for the other core to give up its
+ * copy. */
+static void prefetch_node_write(const oc_node *node) {
+    simd_prefetch_write(node->lo);
+    simd_prefetch_write(&node->leaf);
+    simd_prefetch_write(node->own_lo);
+    simd_prefetch_write(&node->own_hi[2]);
+}
+
 static void finish_run(void *p, int worker) {
     (void)worker;
     finish_task *task = p;
@@ -561,6 +572,9 @@ static void finish_run(void *p, int worker) {
  * The children of nodes above t->task_levels run as tasks. */
 static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
     oc_node *node = &t->nodes[n];
+    if (t->prefetch_write)
+        for (int j = 0; j < t->nchild; j++)
+            if (node->child[j] != NONE) prefetch_node_write(&t->nodes[node->child[j]]);
     if (own) node_own_bounds(t, node);
     uint64_t count = node->end - node->begin;
     fig->live_nodes++;
@@ -623,6 +637,8 @@ static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
  * statistics. The top levels' subtrees (64 in 3D and 2D) run in parallel on large trees. */
 static void measure(octree *t, int workers, bool own) {
     finish_task root = {t, 0, own, {0, 0, 0, 0, 0}};
+    t->prefetch_write = workers > 1 && simd_prefetch_write_ok();
+    if (t->prefetch_write) prefetch_node_write(&t->nodes[0]);
     t->task_levels = workers > 1 && t->node_count > NODE_CHUNK ? (t->dims == 3 ? 2 : 3) : 0;
     if (t->task_levels > 0)
         threads_run_tasks(workers, finish_run, &root);
