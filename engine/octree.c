@@ -40,11 +40,13 @@
 #define DEAD TREE_DEAD
 
 enum {
-    LEVEL_BITS = 5,         /* a key's low bits: the level */
-    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
+    LEVEL_BITS = 5,     /* a key's low bits: the level */
+    TASK_CUTOFF = 8192, /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096, /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,    /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384, /* objects per chunk in the parallel passes over ids and slots */
+    SMALL_CHUNK = 4096, /* the refit's chunks for fewer than SMALL_BELOW slots */
+    SMALL_BELOW = 65536,
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
@@ -109,6 +111,7 @@ typedef struct octree {
     void *hist;
     size_t hist_bytes;
     size_t *chunk_count;
+    size_t refit_chunk;  /* slots per chunk in this refit's passes: SLOT_CHUNK, or SMALL_CHUNK */
     float *chunk_bounds; /* 6 per chunk */
     size_t chunk_capacity, chunk_bounds_capacity;
 
@@ -785,7 +788,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     const broadphase_world *w = c->w;
     octree *t = c->t;
     int b = t->slots.cur;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     bool escaped = false, urgent = false;
@@ -886,7 +889,7 @@ static void tighten(size_t chunk, int worker, void *p) {
     tree_ctx *c = p;
     octree *t = c->t;
     int b = t->slots.cur;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
     float inset[64];
     for (int l = 0; l <= t->max_level && l < 64; l++)
@@ -928,7 +931,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
     tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }
@@ -937,7 +940,7 @@ static void count_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
@@ -1148,7 +1151,8 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
 static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
-    size_t chunks = (t->slots.count + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    t->refit_chunk = t->slots.count < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK;
+    size_t chunks = (t->slots.count + t->refit_chunk - 1) / t->refit_chunk;
     size_t need = t->slots.count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
