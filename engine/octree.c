@@ -40,13 +40,13 @@
 #define DEAD TREE_DEAD
 
 enum {
-    LEVEL_BITS = 5,     /* a key's low bits: the level */
-    TASK_CUTOFF = 8192, /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096, /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,    /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384, /* objects per chunk in the parallel passes over ids and slots */
-    SMALL_CHUNK = 4096, /* the refit's chunks for fewer than SMALL_BELOW slots */
-    SMALL_BELOW = 65536,
+    LEVEL_BITS = 5,         /* a key's low bits: the level */
+    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
+    SMALL_CHUNK = 4096,     /* the refit's chunks for fewer than SMALL_BELOW slots */
+    SMALL_BELOW = 65536,    /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
