@@ -15,7 +15,12 @@
  *
  * Pairs. Each node's objects against each other and against the ancestors' objects that reach
  * the node's subtree (the parent-to-child list, filtered by the subtree's bounds, which are
- * measured every step, so pruning never depends on cell arithmetic).
+ * measured every step, so pruning never depends on cell arithmetic). When every object sits in
+ * a leaf, as in most scenes, the search walks a flat list instead: the leaves in slot order,
+ * each with the later leaves it may meet (those whose reach regions, the cells enlarged by the
+ * looseness and a slack, meet its own). The list is made when the set of leaves changes, which
+ * is rare, and used while every leaf's measured bounds stay inside its reach region; otherwise
+ * the step searches the tree as above.
  *
  * Refit. An object still held by its cell stays; one that left climbs to the first ancestor
  * that holds it, then sinks as deep as it fits. Nodes holding more than leaf_size objects split
@@ -40,19 +45,34 @@
 #define DEAD TREE_DEAD
 
 enum {
-    LEVEL_BITS = 5,         /* a key's low bits: the level */
-    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
-    SMALL_CHUNK = 4096,     /* the refit's chunks for fewer than SMALL_BELOW slots */
-    SMALL_BELOW = 65536,    /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
-    NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
-    MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
-    LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
-    LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
-    LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
-    DEFER_SHARE = 64,       /* movers wait while they are at most 1/64 of the objects */
+    LEVEL_BITS = 5,          /* a key's low bits: the level */
+    TASK_CUTOFF = 8192,      /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,      /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,         /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,      /* objects per chunk in the parallel passes over ids and slots */
+    SMALL_CHUNK = 4096,      /* the refit's chunks for fewer than SMALL_BELOW slots */
+    SMALL_BELOW = 65536,     /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
+    NODE_CHUNK = 2048,       /* nodes per chunk in the parallel passes over nodes */
+    MIN_NODE_CAPACITY = 64,  /* nodes reserved at least */
+    LIST_NARROW_MIN = 32,    /* lists longer than this are narrowed to a node's own objects */
+    LIFESPAN_FIRST = 4,      /* steps an emptied branch is kept the first time */
+    LIFESPAN_CAP = 64,       /* the most steps it is kept, after repeated reuse */
+    DEFER_SHARE = 64,        /* movers wait while they are at most 1/64 of the objects */
+    FLAT_JOB_OBJECTS = 2048, /* the flat search's jobs: runs of leaves holding this many */
+    FLAT_AHEAD = 2,          /* the flat search fetches the nodes of the leaf this far ahead */
+};
+
+/* A reach region is the cell enlarged by the looseness and this fraction of its side on each
+ * side: below 1/4, so that with the default looseness the regions of two same-level cells meet
+ * only when the cells touch. The slack lets movers that wait in their node (DEFER_SHARE) drift a
+ * little before the flat search must step aside. */
+#define FLAT_SLACK 0.125
+
+/* Why the flat search cannot run this step (bits of octree.flat_state, set by measure). */
+enum {
+    FLAT_NEVER = 1,  /* some object sits above a leaf, or a leaf is too crowded to be one job */
+    FLAT_ESCAPE = 2, /* some leaf's bounds left its reach region */
+    FLAT_STALE = 4,  /* some node holding objects is not in the list: make it again */
 };
 
 /* Levels the keys can tell apart: 3 * 19 + 5 and 2 * 29 + 5 bits fit in 64. */
@@ -80,6 +100,8 @@ typedef struct oc_node {
     bool split_failed; /* over leaf_size, yet nothing could sink: retried when objects arrive */
     uint16_t life;     /* steps left, counted on a spare branch's top node */
     uint16_t lifespan; /* doubles each time the branch is reused */
+    bool in_list;      /* a leaf of the flat search's list (node_init clears it) */
+    float reach_lo[3], reach_hi[3]; /* its reach region, when in_list */
 } oc_node;
 
 typedef enum oc_job_kind { JOB_SUBTREE, JOB_OWN, JOB_CROSS } oc_job_kind;
@@ -148,6 +170,21 @@ typedef struct octree {
     uint64_t growths;
     int task_levels;     /* measure: nodes above this level finish their children as tasks */
     bool prefetch_write; /* measure: node lines taken for writing ahead (prefetch_node_write) */
+
+    /* The flat search: leaves fl_leaf[0, fl_leaves) in slot order; leaf i may meet the later
+     * leaves fl_cand[fl_first[i], fl_first[i + 1]) (indices into fl_leaf); job j covers leaves
+     * [fl_job[j], fl_job[j + 1]). */
+    unsigned flat_state; /* FLAT_* bits from the last measure */
+    uint32_t *fl_leaf, *fl_first, *fl_cand, *fl_job;
+    size_t fl_leaves, fl_cands, fl_jobs;
+    size_t fl_leaf_capacity, fl_first_capacity, fl_cand_capacity, fl_job_capacity;
+    uint64_t *fl_edges; /* scratch of the list's making: leaf pairs, lower index high */
+    size_t fl_edge_count, fl_edge_capacity;
+    uint32_t *fl_index; /* scratch, by node: its leaf index, or NONE */
+    float *fl_region;   /* scratch, by node: 6 floats, the union of its leaves' reach regions */
+    size_t fl_index_capacity, fl_region_capacity;
+    bool fl_failed; /* out of memory while making the list */
+    uint64_t flat_searches, flat_builds;
 } octree;
 
 /* ---- geometry ---------------------------------------------------------------------------- */
@@ -543,6 +580,7 @@ static void node_own_bounds(const octree *t, oc_node *node) {
 typedef struct oc_figures {
     uint64_t cost;
     uint32_t live_nodes, leaves, max_depth, internal;
+    unsigned flat; /* FLAT_* bits */
 } oc_figures;
 
 typedef struct finish_task {
@@ -567,7 +605,7 @@ static void prefetch_node_write(const oc_node *node) {
 static void finish_run(void *p, int worker) {
     (void)worker;
     finish_task *task = p;
-    task->fig = (oc_figures){0, 0, 0, 0, 0};
+    task->fig = (oc_figures){0, 0, 0, 0, 0, 0};
     finish(task->t, task->n, task->own, &task->fig);
 }
 
@@ -590,7 +628,7 @@ static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
         uint32_t c = node->child[j];
         if (c == NONE || t->nodes[c].spare) continue;
         if (spawn) {
-            sub[subs] = (finish_task){t, c, own, {0, 0, 0, 0, 0}};
+            sub[subs] = (finish_task){t, c, own, {0, 0, 0, 0, 0, 0}};
             threads_spawn(finish_run, &sub[subs]);
             subs++;
         } else {
@@ -604,6 +642,7 @@ static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
             fig->live_nodes += sub[i].fig.live_nodes;
             fig->leaves += sub[i].fig.leaves;
             fig->internal += sub[i].fig.internal;
+            fig->flat |= sub[i].fig.flat;
             if (sub[i].fig.max_depth > fig->max_depth) fig->max_depth = sub[i].fig.max_depth;
         }
     }
@@ -634,12 +673,21 @@ static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
         fig->leaves++;
     else
         fig->internal += (uint32_t)count;
+    if (count > 0) {
+        unsigned out = 0;
+        for (int k = 0; k < t->dims; k++)
+            out |= (unsigned)(lo[k] < node->reach_lo[k]) | (unsigned)(hi[k] > node->reach_hi[k]);
+        fig->flat |= (!node->in_list ? FLAT_STALE
+                      : out          ? FLAT_ESCAPE
+                                     : 0u) |
+                     (!leaf || count > OWN_PIECE ? FLAT_NEVER : 0u);
+    }
 }
 
 /* Subtree ends and bounds for the whole tree, with own bounds first when `own`, and the
  * statistics. The top levels' subtrees (64 in 3D and 2D) run in parallel on large trees. */
 static void measure(octree *t, int workers, bool own) {
-    finish_task root = {t, 0, own, {0, 0, 0, 0, 0}};
+    finish_task root = {t, 0, own, {0, 0, 0, 0, 0, 0}};
     t->prefetch_write = workers > 1 && simd_prefetch_write_ok();
     if (t->prefetch_write) prefetch_node_write(&t->nodes[0]);
     t->task_levels = workers > 1 && t->node_count > NODE_CHUNK ? (t->dims == 3 ? 2 : 3) : 0;
@@ -652,6 +700,7 @@ static void measure(octree *t, int workers, bool own) {
     t->leaves = root.fig.leaves;
     t->max_depth_seen = root.fig.max_depth;
     t->internal_objects = root.fig.internal;
+    t->flat_state = root.fig.flat;
 }
 
 static bool id_tables_reserve(broadphase_world *w, octree *t) {
@@ -1211,6 +1260,9 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
      * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
+    /* Movers that waited carried a leaf past its reach region at the last step, and the search
+     * left the flat list: lay them out now rather than let the tree search go on. */
+    if (t->flat_state & FLAT_ESCAPE) t->urgent = true;
     if (!t->urgent && w->added_count == 0 && pending <= t->slots.count / DEFER_SHARE) {
         measure(t, w->workers, true);
         w->stats.refits++;
@@ -1562,6 +1614,180 @@ static void search_job(size_t job, int worker, void *p) {
     }
 }
 
+/* ---- the flat search -------------------------------------------------------------------- */
+
+static void reach_region(const octree *t, oc_node *n) {
+    double size = t->cell_size[n->level], m = t->cell_margin[n->level] + size * FLAT_SLACK;
+    for (int k = 0; k < 3; k++) {
+        if (k >= t->dims) {
+            n->reach_lo[k] = -INFINITY;
+            n->reach_hi[k] = INFINITY;
+            continue;
+        }
+        double lo = (double)n->cell[k] * size;
+        n->reach_lo[k] = grid_floor_to_float(t, k, lo - m);
+        n->reach_hi[k] = grid_ceil_to_float(t, k, lo + size + m);
+    }
+}
+
+/* The leaves of n's subtree into the list, in slot order, with their reach regions; each
+ * node's region becomes the union of its leaves'. */
+static void flat_leaves(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    float *r = t->fl_region + 6 * (size_t)n;
+    if (node->end > node->begin) { /* a leaf: FLAT_NEVER is clear */
+        reach_region(t, node);
+        node->in_list = true;
+        t->fl_index[n] = (uint32_t)t->fl_leaves;
+        t->fl_leaf[t->fl_leaves++] = n;
+        memcpy(r, node->reach_lo, 3 * sizeof(float));
+        memcpy(r + 3, node->reach_hi, 3 * sizeof(float));
+        return;
+    }
+    for (int k = 0; k < 3; k++) {
+        r[k] = INFINITY;
+        r[3 + k] = -INFINITY;
+    }
+    for (int j = 0; j < t->nchild; j++) {
+        if (!(node->live >> j & 1)) continue;
+        uint32_t c = node->child[j];
+        flat_leaves(t, c);
+        const float *cr = t->fl_region + 6 * (size_t)c;
+        for (int k = 0; k < 3; k++) {
+            r[k] = cr[k] < r[k] ? cr[k] : r[k];
+            r[3 + k] = cr[3 + k] > r[3 + k] ? cr[3 + k] : r[3 + k];
+        }
+    }
+}
+
+static bool regions_meet(const octree *t, uint32_t a, uint32_t b) {
+    const float *ra = t->fl_region + 6 * (size_t)a, *rb = t->fl_region + 6 * (size_t)b;
+    unsigned m = 1;
+    for (int k = 0; k < t->dims; k++)
+        m &= (unsigned)(ra[k] <= rb[3 + k]) & (unsigned)(rb[k] <= ra[3 + k]);
+    return m;
+}
+
+/* Every pair of leaves, one in each of the disjoint subtrees a and b, whose regions meet, as an
+ * edge (lower leaf index << 32 | higher). The same descent as cross(), on regions. */
+static void flat_meet(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
+    if (t->fl_failed || !regions_meet(t, a, b)) return;
+    const oc_node *na = &t->nodes[a], *nb = &t->nodes[b];
+    bool a_leaf = t->fl_index[a] != NONE, b_leaf = t->fl_index[b] != NONE;
+    if (a_leaf && b_leaf) {
+        uint64_t ia = t->fl_index[a], ib = t->fl_index[b];
+        if (!world_grow(w, (void **)&t->fl_edges, &t->fl_edge_capacity, t->fl_edge_count + 1,
+                        sizeof(uint64_t), t->fl_edge_count)) {
+            t->fl_failed = true;
+            return;
+        }
+        t->fl_edges[t->fl_edge_count++] = ia < ib ? ia << 32 | ib : ib << 32 | ia;
+        return;
+    }
+    if (a_leaf || (!b_leaf && nb->sub_end - nb->begin > na->sub_end - na->begin)) {
+        uint32_t x = a;
+        a = b;
+        b = x;
+        na = nb;
+    }
+    for (int j = 0; j < t->nchild; j++)
+        if (na->live >> j & 1) flat_meet(w, t, na->child[j], b);
+}
+
+static void flat_siblings(broadphase_world *w, octree *t, uint32_t n) {
+    const oc_node *node = &t->nodes[n];
+    if (t->fl_index[n] != NONE) return;
+    for (int i = 0; i < t->nchild; i++) {
+        if (!(node->live >> i & 1)) continue;
+        for (int j = i + 1; j < t->nchild; j++)
+            if (node->live >> j & 1) flat_meet(w, t, node->child[i], node->child[j]);
+        flat_siblings(w, t, node->child[i]);
+    }
+}
+
+/* Makes the flat search's list for the tree as measured (no FLAT_NEVER). False on out of
+ * memory. */
+static bool flat_build(broadphase_world *w, octree *t) {
+    size_t nodes = t->node_count, leaves = t->leaves;
+    if (!world_grow(w, (void **)&t->fl_leaf, &t->fl_leaf_capacity, leaves + 1, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->fl_first, &t->fl_first_capacity, leaves + 2, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->fl_job, &t->fl_job_capacity, leaves + 2, sizeof(uint32_t), 0) ||
+        !world_grow(w, (void **)&t->fl_index, &t->fl_index_capacity, nodes + 1, sizeof(uint32_t),
+                    0) ||
+        !world_grow(w, (void **)&t->fl_region, &t->fl_region_capacity, 6 * nodes + 6, sizeof(float),
+                    0))
+        return false;
+    for (size_t n = 0; n < nodes; n++) {
+        t->nodes[n].in_list = false;
+        t->fl_index[n] = NONE;
+    }
+    t->fl_leaves = 0;
+    t->fl_edge_count = 0;
+    t->fl_failed = false;
+    flat_leaves(t, 0);
+    flat_siblings(w, t, 0);
+    if (t->fl_failed) {
+        for (size_t i = 0; i < t->fl_leaves; i++) t->nodes[t->fl_leaf[i]].in_list = false;
+        return false;
+    }
+    /* Each leaf's later neighbours, grouped by a counting pass in the order they were found. */
+    size_t count = t->fl_edge_count;
+    if (!world_grow(w, (void **)&t->fl_cand, &t->fl_cand_capacity, count + 1, sizeof(uint32_t), 0))
+        return false;
+    memset(t->fl_first, 0, (t->fl_leaves + 2) * sizeof(uint32_t));
+    for (size_t e = 0; e < count; e++) t->fl_first[(t->fl_edges[e] >> 32) + 2]++;
+    for (size_t i = 2; i < t->fl_leaves + 2; i++) t->fl_first[i] += t->fl_first[i - 1];
+    for (size_t e = 0; e < count; e++)
+        t->fl_cand[t->fl_first[(t->fl_edges[e] >> 32) + 1]++] = (uint32_t)t->fl_edges[e];
+    t->fl_cands = count;
+    /* Jobs: runs of leaves holding about FLAT_JOB_OBJECTS objects as the list is made; they
+     * depend on the tree only, never on the thread count. */
+    t->fl_jobs = 0;
+    size_t held = 0;
+    for (size_t i = 0; i < t->fl_leaves; i++) {
+        if (held == 0) t->fl_job[t->fl_jobs++] = (uint32_t)i;
+        const oc_node *node = &t->nodes[t->fl_leaf[i]];
+        held += node->end - node->begin;
+        if (held >= FLAT_JOB_OBJECTS) held = 0;
+    }
+    t->fl_job[t->fl_jobs] = (uint32_t)t->fl_leaves;
+    t->flat_builds++;
+    return true;
+}
+
+static void flat_job(size_t job, int worker, void *p) {
+    const search_ctx *c = p;
+    const octree *t = c->t;
+    tree_worker *k = &t->workers.at[worker];
+    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
+    uint32_t end = t->fl_job[job + 1];
+    for (uint32_t i = t->fl_job[job]; i < end; i++) {
+        /* The nodes of the leaf FLAT_AHEAD on and of its candidates: scattered in memory, and
+         * the first thing read (perf/NOTES.md, row 100). */
+        if (i + FLAT_AHEAD < t->fl_leaves) {
+            uint32_t f = i + FLAT_AHEAD;
+            __builtin_prefetch(&t->nodes[t->fl_leaf[f]]);
+            for (uint32_t e = t->fl_first[f]; e < t->fl_first[f + 1]; e++)
+                __builtin_prefetch(&t->nodes[t->fl_leaf[t->fl_cand[e]]]);
+        }
+        /* A leaf that emptied, or whose node now serves another cell, holds nothing here. */
+        const oc_node *na = &t->nodes[t->fl_leaf[i]];
+        size_t own = na->end - na->begin;
+        if (!tree_worker_reserve(k, SIMD_PAD, own + SIMD_PAD + 1, false)) {
+            fail(k);
+            return;
+        }
+        tree_test_within(c->w, k, &wr, &c->slots, sid, na->begin, na->end, c->dims);
+        for (uint32_t e = t->fl_first[i]; e < t->fl_first[i + 1]; e++) {
+            const oc_node *nb = &t->nodes[t->fl_leaf[t->fl_cand[e]]];
+            if (boxes_meet(na, nb, c->dims)) cross_leaves(c, k, &wr, na, nb, 0);
+        }
+    }
+}
+
 /* Subtrees small enough become one job; above them, each node's own objects are cut into
  * pieces. The cut depends on the tree only, never on the thread count. */
 static void add_job(octree *t, oc_job job, bool write) {
@@ -1594,6 +1820,16 @@ static void collect_jobs(octree *t, uint32_t n, bool write) {
 
 static broadphase_status search(broadphase_world *w, octree *t) {
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    if (t->slots.count > 0 && !(t->flat_state & (FLAT_NEVER | FLAT_ESCAPE))) {
+        if (t->flat_state & FLAT_STALE) {
+            if (!flat_build(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+            t->flat_state &= ~(unsigned)FLAT_STALE;
+        }
+        t->flat_searches++;
+        return tree_run_search(w, &t->workers, &t->slots, t->fl_jobs, flat_job, &c,
+                               &t->search_end_ms);
+    }
     /* Counted first, then written. */
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, false);
@@ -1601,7 +1837,6 @@ static broadphase_status search(broadphase_world *w, octree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, true);
-    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
     return tree_run_search(w, &t->workers, &t->slots, t->job_count, search_job, &c,
                            &t->search_end_ms);
 }
@@ -1720,6 +1955,8 @@ void octree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
     s->objects_in_internal_nodes = t->internal_objects;
     s->spare_nodes = t->node_count - t->free_count - t->live_nodes;
     s->root_growths = t->growths;
+    s->flat_searches = t->flat_searches;
+    s->flat_builds = t->flat_builds;
     tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
 }
 
@@ -1773,6 +2010,13 @@ void octree_destroy(broadphase_world *w) {
     world_free(w, t->refs, t->ref_capacity * sizeof(uint32_t));
     world_free(w, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
     world_free(w, t->jobs, t->job_capacity * sizeof(oc_job));
+    world_free(w, t->fl_leaf, t->fl_leaf_capacity * sizeof(uint32_t));
+    world_free(w, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
+    world_free(w, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
+    world_free(w, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
+    world_free(w, t->fl_edges, t->fl_edge_capacity * sizeof(uint64_t));
+    world_free(w, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
+    world_free(w, t->fl_region, t->fl_region_capacity * sizeof(float));
     world_free(w, t, sizeof *t);
     w->octree = NULL;
 }

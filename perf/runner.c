@@ -1076,6 +1076,10 @@ int main(int argc, char **argv) {
                "nodes, %llu root growths, quality %.3g\n",
                stats.nodes, stats.leaves, stats.depth, stats.objects_in_internal_nodes,
                stats.spare_nodes, (unsigned long long)stats.root_growths, (double)stats.quality);
+        if (o.method == BROADPHASE_METHOD_OCTREE)
+            printf("search: %llu of %llu steps walked the leaf list, made %llu times\n",
+                   (unsigned long long)stats.flat_searches, (unsigned long long)stats.steps,
+                   (unsigned long long)stats.flat_builds);
     }
     if (o.levels && !tree) printf("levels: none (brute force keeps no tree)\n");
     /* The level check needs a step, and is moot once a frame has already failed. */

@@ -1318,6 +1318,227 @@ TEST(octree_bad_config) {
     }
 }
 
+/* ---- the flat search ------------------------------------------------------------------------- */
+
+/* The octree's search walks a flat list of leaves and their neighbours (octree.c) while every
+ * object sits in a leaf and every leaf's bounds stay inside its reach region; the list is made
+ * again when the set of leaves changes. Boxes drifting at three speeds (slow: the list holds for
+ * many steps; faster: movers waiting in their node carry leaves past their regions, so some
+ * steps search the tree instead), with boxes removed and added every few frames (leaves empty
+ * and fill, nodes are reused, the list is made again), against brute force every frame, 1 and 3
+ * threads, 3D and 2D. */
+static void flat_search_drift(int dims, float speed, size_t every, bool churn, uint64_t seed,
+                              broadphase_stats *sum) {
+    enum { N = 5000, FRAMES = 60, CHURN = 50 };
+    const float side = dims == 3 ? 60.0f : 300.0f;
+    float *col = malloc(6 * N * sizeof *col), *vel = malloc(3 * N * sizeof *vel);
+    uint32_t *ids = malloc(N * sizeof *ids), *got = malloc(N * sizeof *got);
+    REQUIRE(col && vel && ids && got);
+    uint64_t rng = seed;
+#define FLAT_RAND()                                                                                \
+    ((float)((rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 40) / 16777216.0f)
+    /* ids[i] holds object i; its box is column entry i. */
+    for (size_t i = 0; i < N; i++) {
+        for (int k = 0; k < 3; k++) {
+            float c = k < dims ? FLAT_RAND() * side : 0.0f, h = 0.3f + FLAT_RAND() * 0.9f;
+            col[k * N + i] = c - h;
+            col[(3 + k) * N + i] = c + h;
+            vel[k * N + i] =
+                k < dims && i % every == 0 ? (FLAT_RAND() * 2.0f - 1.0f) * speed : 0.0f;
+        }
+    }
+    broadphase_boxes all = {col, col + N, col + 2 * N, col + 3 * N, col + 4 * N, col + 5 * N};
+    broadphase_world *ref =
+        make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+    broadphase_world *w[2] = {
+        make_world(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 1),
+        make_world(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3)};
+    REQUIRE(ref && w[0] && w[1]);
+    CHECK_EQ_INT(broadphase_add_boxes(ref, N, &all, ids), BROADPHASE_OK);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(broadphase_add_boxes(w[i], N, &all, got), BROADPHASE_OK);
+        CHECK(memcmp(ids, got, N * sizeof *ids) == 0);
+    }
+    for (int f = 0; f < FRAMES; f++) {
+        broadphase_pairs want = step_ok(ref);
+        for (int i = 0; i < 2; i++) {
+            TEST_CONTEXT("%dD speed %g threads %d frame %d", dims, (double)speed, i ? 3 : 1, f);
+            broadphase_pairs have = step_ok(w[i]);
+            CHECK(pairs_equal(want.data, want.count, have.data, have.count, "flat"));
+        }
+        for (size_t i = 0; i < N; i++) {
+            for (int k = 0; k < dims; k++) {
+                float v = vel[k * N + i], lo = col[k * N + i] + v, hi = col[(3 + k) * N + i] + v;
+                if (lo < 0.0f || hi > side) vel[k * N + i] = -v; /* bounce: stay inside */
+                col[k * N + i] = lo;
+                col[(3 + k) * N + i] = hi;
+            }
+        }
+        CHECK_EQ_INT(broadphase_move_boxes(ref, N, ids, &all), BROADPHASE_OK);
+        for (int i = 0; i < 2; i++)
+            CHECK_EQ_INT(broadphase_move_boxes(w[i], N, ids, &all), BROADPHASE_OK);
+        if (churn && f % 5 == 4) {
+            /* CHURN objects from one corner of the ids leave and come back elsewhere. */
+            size_t first = (size_t)(FLAT_RAND() * (N - CHURN));
+            uint32_t gone[CHURN];
+            memcpy(gone, ids + first, sizeof gone);
+            CHECK_EQ_INT(broadphase_remove(ref, CHURN, gone), BROADPHASE_OK);
+            for (int i = 0; i < 2; i++)
+                CHECK_EQ_INT(broadphase_remove(w[i], CHURN, gone), BROADPHASE_OK);
+            for (size_t j = first; j < first + CHURN; j++) {
+                for (int k = 0; k < dims; k++) {
+                    float c = FLAT_RAND() * side,
+                          h = 0.5f * (col[(3 + k) * N + j] - col[k * N + j]);
+                    col[k * N + j] = c - h;
+                    col[(3 + k) * N + j] = c + h;
+                }
+            }
+            broadphase_boxes back = {col + first,         col + N + first,     col + 2 * N + first,
+                                     col + 3 * N + first, col + 4 * N + first, col + 5 * N + first};
+            CHECK_EQ_INT(broadphase_add_boxes(ref, CHURN, &back, ids + first), BROADPHASE_OK);
+            for (int i = 0; i < 2; i++) {
+                CHECK_EQ_INT(broadphase_add_boxes(w[i], CHURN, &back, got), BROADPHASE_OK);
+                CHECK(memcmp(ids + first, got, CHURN * sizeof *got) == 0);
+            }
+        }
+    }
+#undef FLAT_RAND
+    for (int i = 0; i < 2; i++) {
+        broadphase_stats st;
+        broadphase_get_stats(w[i], &st);
+        printf("  %dD speed %g threads %d: %llu of %llu steps flat, list made %llu times\n", dims,
+               (double)speed, i ? 3 : 1, (unsigned long long)st.flat_searches,
+               (unsigned long long)st.steps, (unsigned long long)st.flat_builds);
+        sum->steps += st.steps;
+        sum->flat_searches += st.flat_searches;
+        sum->flat_builds += st.flat_builds;
+        broadphase_destroy(w[i]);
+    }
+    broadphase_destroy(ref);
+    free(col);
+    free(vel);
+    free(ids);
+    free(got);
+}
+
+/* What flat_search_escape needs of the tree: each node's cell, parent and first object. */
+typedef struct flat_nodes {
+    size_t count;
+    float lo[4096][3], hi[4096][3];
+    uint32_t parent[4096], first[4096], depth[4096];
+    bool leaf[4096];
+} flat_nodes;
+
+static bool flat_visit(const broadphase_node *n, void *user) {
+    flat_nodes *v = user;
+    if (n->structure != BROADPHASE_STRUCTURE_TREE) return true;
+    if (n->index >= 4096) return false;
+    memcpy(v->lo[n->index], n->cell_min, sizeof v->lo[0]);
+    memcpy(v->hi[n->index], n->cell_max, sizeof v->hi[0]);
+    v->parent[n->index] = n->parent;
+    v->depth[n->index] = n->depth;
+    v->leaf[n->index] = n->children == 0 && n->object_count > 0;
+    v->first[n->index] = n->object_count > 0 ? n->ids[0] : UINT32_MAX;
+    if (n->index + 1 > v->count) v->count = n->index + 1;
+    return true;
+}
+
+/* A box of a leaf moved out of the leaf's region, past its reach region, yet inside the parent's
+ * region, alone: the refit lets it wait in its leaf (DEFER_SHARE), the leaf's bounds leave its
+ * reach region, and that step searches the tree; the next lays the box out and walks the list
+ * again. Both against brute force. */
+static void flat_search_escape(int dims) {
+    enum { N = 3000 };
+    const float side = dims == 3 ? 50.0f : 200.0f;
+    float *col = calloc(6 * N, sizeof *col);
+    uint32_t *ids = malloc(N * sizeof *ids);
+    flat_nodes *v = calloc(1, sizeof *v);
+    REQUIRE(col && ids && v);
+    uint64_t rng = 0xe5ca9eull + (uint64_t)dims;
+    for (size_t i = 0; i < N; i++) {
+        for (int k = 0; k < dims; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            float c = (float)(rng >> 40) / 16777216.0f * side;
+            col[k * N + i] = c - 0.5f;
+            col[(3 + k) * N + i] = c + 0.5f;
+        }
+    }
+    broadphase_boxes all = {col, col + N, col + 2 * N, col + 3 * N, col + 4 * N, col + 5 * N};
+    broadphase_world *ref =
+        make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+    /* Every object stays in the tree: none rests (config.rest_share). */
+    broadphase_config c =
+        test_config(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
+    c.rest_share = 0.0f;
+    broadphase_world *w = make_world_from(&c);
+    REQUIRE(ref && w);
+    CHECK_EQ_INT(broadphase_add_boxes(ref, N, &all, ids), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_add_boxes(w, N, &all, ids), BROADPHASE_OK);
+    broadphase_pairs want = step_ok(ref), got = step_ok(w);
+    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "first step"));
+    CHECK_EQ_INT(broadphase_visit_nodes(w, flat_visit, v), BROADPHASE_OK);
+    /* The first leaf two levels down or deeper. */
+    size_t leaf = 0;
+    while (leaf < v->count && !(v->leaf[leaf] && v->depth[leaf] >= 2)) leaf++;
+    REQUIRE(leaf < v->count);
+    uint32_t up = v->parent[leaf], id = v->first[leaf];
+    float cell = v->hi[leaf][0] - v->lo[leaf][0], len = col[3 * N + id] - col[id];
+    /* Towards the middle of the parent along x, 0.45 of a side past the cell: past the region
+     * held (0.25 with the default looseness 1.5) and the reach region's slack (0.125). */
+    if (v->lo[leaf][0] == v->lo[up][0]) {
+        col[3 * N + id] = v->hi[leaf][0] + 0.45f * cell;
+        col[id] = col[3 * N + id] - len;
+    } else {
+        col[id] = v->lo[leaf][0] - 0.45f * cell;
+        col[3 * N + id] = col[id] + len;
+    }
+    broadphase_boxes one = {col + id,         col + N + id,     col + 2 * N + id,
+                            col + 3 * N + id, col + 4 * N + id, col + 5 * N + id};
+    CHECK_EQ_INT(broadphase_move_boxes(ref, 1, &id, &one), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_move_boxes(w, 1, &id, &one), BROADPHASE_OK);
+    broadphase_stats before, after, later;
+    broadphase_get_stats(w, &before);
+    want = step_ok(ref);
+    got = step_ok(w);
+    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "escaped step"));
+    broadphase_get_stats(w, &after);
+    want = step_ok(ref);
+    got = step_ok(w);
+    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "step after"));
+    broadphase_get_stats(w, &later);
+    TEST_CONTEXT("%dD leaf %zu (cell side %g) object %u", dims, leaf, (double)cell, id);
+    CHECK_EQ_INT(before.flat_searches, 1);
+    CHECK_EQ_INT(after.flat_searches, 1); /* the tree was searched */
+    CHECK_EQ_INT(later.flat_searches, 2); /* laid out, the list again */
+    broadphase_destroy(ref);
+    broadphase_destroy(w);
+    free(col);
+    free(ids);
+    free(v);
+}
+
+static void flat_search(int dims) {
+    flat_search_escape(dims);
+    static const float speeds[] = {0.01f, 0.3f, 0.3f, 1.0f, 2.0f, 4.0f};
+    static const size_t every[] = {1, 1, 70, 70, 70, 70};
+    for (size_t i = 0; i < 6; i++) {
+        broadphase_stats sum = {0};
+        flat_search_drift(dims, speeds[i], every[i], i < 2, 0x5eedull + i, &sum);
+        TEST_CONTEXT("%dD speed %g", dims, (double)speeds[i]);
+        /* Both worlds step alike: the thread count changes nothing here either. */
+        CHECK(sum.flat_searches > 0);
+        CHECK(sum.flat_builds >= 2);
+    }
+}
+
+TEST(octree_flat_search_equals_brute_force) {
+    flat_search(3);
+}
+
+TEST(quadtree_flat_search_equals_brute_force) {
+    flat_search(2);
+}
+
 TEST_MAIN(TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2d),
           TEST_ENTRY(octree_slow_drift), TEST_ENTRY(quadtree_slow_drift),
           TEST_ENTRY(octree_objects_larger_than_root),
@@ -1331,5 +1552,7 @@ TEST_MAIN(TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2
           TEST_ENTRY(octree_random_deletes_until_empty),
           TEST_ENTRY(quadtree_random_deletes_until_empty), TEST_ENTRY(octree_inspection_levels),
           TEST_ENTRY(quadtree_inspection_levels), TEST_ENTRY(octree_depth_limits),
-          TEST_ENTRY(quadtree_depth_limits), TEST_ENTRY(octree_tuning_extremes_moving),
-          TEST_ENTRY(quadtree_tuning_extremes_moving), TEST_ENTRY(octree_bad_config))
+          TEST_ENTRY(octree_flat_search_equals_brute_force),
+          TEST_ENTRY(quadtree_flat_search_equals_brute_force), TEST_ENTRY(quadtree_depth_limits),
+          TEST_ENTRY(octree_tuning_extremes_moving), TEST_ENTRY(quadtree_tuning_extremes_moving),
+          TEST_ENTRY(octree_bad_config))

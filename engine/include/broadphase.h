@@ -205,6 +205,9 @@ typedef struct broadphase_stats {
     uint64_t static_builds;           /* times the statics' structure was built */
     size_t resting_objects;           /* objects at rest (see config.rest_share; not in the tree) */
     uint64_t rest_builds;             /* times the resting objects' structure was built */
+    uint64_t flat_searches;           /* octree: steps whose pair search walked the leaf list */
+    uint64_t flat_builds;             /* octree: times that list (leaves and their neighbours,
+                                         remade when the set of leaves changes) was made */
 } broadphase_stats;
 
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);
