@@ -45,21 +45,23 @@
 #define DEAD TREE_DEAD
 
 enum {
-    LEVEL_BITS = 5,          /* a key's low bits: the level */
-    TASK_CUTOFF = 8192,      /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096,      /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,         /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384,      /* objects per chunk in the parallel passes over ids and slots */
-    SMALL_CHUNK = 4096,      /* the refit's chunks for fewer than SMALL_BELOW slots */
-    SMALL_BELOW = 65536,     /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
-    NODE_CHUNK = 2048,       /* nodes per chunk in the parallel passes over nodes */
-    MIN_NODE_CAPACITY = 64,  /* nodes reserved at least */
-    LIST_NARROW_MIN = 32,    /* lists longer than this are narrowed to a node's own objects */
-    LIFESPAN_FIRST = 4,      /* steps an emptied branch is kept the first time */
-    LIFESPAN_CAP = 64,       /* the most steps it is kept, after repeated reuse */
-    DEFER_SHARE = 64,        /* movers wait while they are at most 1/64 of the objects */
-    FLAT_JOB_OBJECTS = 2048, /* the flat search's jobs: runs of leaves holding this many */
-    FLAT_AHEAD = 2,          /* the flat search fetches the nodes of the leaf this far ahead */
+    LEVEL_BITS = 5,         /* a key's low bits: the level */
+    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
+    SMALL_CHUNK = 4096,     /* the refit's chunks for fewer than SMALL_BELOW slots */
+    SMALL_BELOW = 65536,    /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
+    NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
+    MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
+    LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
+    LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
+    LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
+    DEFER_SHARE = 64,       /* movers wait while they are at most 1/64 of the objects */
+    FLAT_JOBS_LEAST = 64,   /* the flat search's jobs: runs of leaves holding 1/64 of the */
+    FLAT_JOB_MIN = 256,     /* objects, but at least this many */
+    FLAT_JOB_MAX = 2048,    /* and at most this many */
+    FLAT_AHEAD = 2,         /* the flat search fetches the nodes of the leaf this far ahead */
 };
 
 /* A reach region is the cell enlarged by the looseness and this fraction of its side on each
@@ -1676,7 +1678,8 @@ static void flat_meet(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
     bool a_leaf = t->fl_index[a] != NONE, b_leaf = t->fl_index[b] != NONE;
     if (a_leaf && b_leaf) {
         uint64_t ia = t->fl_index[a], ib = t->fl_index[b];
-        if (!world_grow(w, (void **)&t->fl_edges, &t->fl_edge_capacity, t->fl_edge_count + 1,
+        if (t->fl_edge_count == t->fl_edge_capacity &&
+            !world_grow(w, (void **)&t->fl_edges, &t->fl_edge_capacity, t->fl_edge_count + 1,
                         sizeof(uint64_t), t->fl_edge_count)) {
             t->fl_failed = true;
             return;
@@ -1742,15 +1745,19 @@ static bool flat_build(broadphase_world *w, octree *t) {
     for (size_t e = 0; e < count; e++)
         t->fl_cand[t->fl_first[(t->fl_edges[e] >> 32) + 1]++] = (uint32_t)t->fl_edges[e];
     t->fl_cands = count;
-    /* Jobs: runs of leaves holding about FLAT_JOB_OBJECTS objects as the list is made; they
-     * depend on the tree only, never on the thread count. */
+    /* Jobs: runs of leaves holding about per_job objects as the list is made; they depend on
+     * the tree only, never on the thread count. */
+    size_t per_job = t->slots.count / FLAT_JOBS_LEAST;
+    per_job = per_job < FLAT_JOB_MIN   ? FLAT_JOB_MIN
+              : per_job > FLAT_JOB_MAX ? FLAT_JOB_MAX
+                                       : per_job;
     t->fl_jobs = 0;
     size_t held = 0;
     for (size_t i = 0; i < t->fl_leaves; i++) {
         if (held == 0) t->fl_job[t->fl_jobs++] = (uint32_t)i;
         const oc_node *node = &t->nodes[t->fl_leaf[i]];
         held += node->end - node->begin;
-        if (held >= FLAT_JOB_OBJECTS) held = 0;
+        if (held >= per_job) held = 0;
     }
     t->fl_job[t->fl_jobs] = (uint32_t)t->fl_leaves;
     t->flat_builds++;
