@@ -229,18 +229,24 @@ static float grid_ceil_to_float(const octree *t, int k, double u) {
     return x;
 }
 
-static void hold_region(const octree *t, oc_node *n) {
-    double size = t->cell_size[n->level], m = t->cell_margin[n->level];
+/* Node n's cell enlarged by the looseness and `extra` of its side on each side, in world
+ * coordinates rounded inward to floats; unbounded on the axes the world lacks. */
+static void cell_region(const octree *t, const oc_node *n, double extra, float lo[3], float hi[3]) {
+    double size = t->cell_size[n->level], m = t->cell_margin[n->level] + size * extra;
     for (int k = 0; k < 3; k++) {
         if (k >= t->dims) {
-            n->hold_lo[k] = -INFINITY;
-            n->hold_hi[k] = INFINITY;
+            lo[k] = -INFINITY;
+            hi[k] = INFINITY;
             continue;
         }
-        double lo = (double)n->cell[k] * size;
-        n->hold_lo[k] = grid_floor_to_float(t, k, lo - m);
-        n->hold_hi[k] = grid_ceil_to_float(t, k, lo + size + m);
+        double at = (double)n->cell[k] * size;
+        lo[k] = grid_floor_to_float(t, k, at - m);
+        hi[k] = grid_ceil_to_float(t, k, at + size + m);
     }
+}
+
+static void hold_region(const octree *t, oc_node *n) {
+    cell_region(t, n, 0.0, n->hold_lo, n->hold_hi);
 }
 
 /* Does the cell at `level` hold the box (inside it once enlarged by the looseness)? */
@@ -1618,27 +1624,13 @@ static void search_job(size_t job, int worker, void *p) {
 
 /* ---- the flat search -------------------------------------------------------------------- */
 
-static void reach_region(const octree *t, oc_node *n) {
-    double size = t->cell_size[n->level], m = t->cell_margin[n->level] + size * FLAT_SLACK;
-    for (int k = 0; k < 3; k++) {
-        if (k >= t->dims) {
-            n->reach_lo[k] = -INFINITY;
-            n->reach_hi[k] = INFINITY;
-            continue;
-        }
-        double lo = (double)n->cell[k] * size;
-        n->reach_lo[k] = grid_floor_to_float(t, k, lo - m);
-        n->reach_hi[k] = grid_ceil_to_float(t, k, lo + size + m);
-    }
-}
-
 /* The leaves of n's subtree into the list, in slot order, with their reach regions; each
  * node's region becomes the union of its leaves'. */
 static void flat_leaves(octree *t, uint32_t n) {
     oc_node *node = &t->nodes[n];
     float *r = t->fl_region + 6 * (size_t)n;
     if (node->end > node->begin) { /* a leaf: FLAT_NEVER is clear */
-        reach_region(t, node);
+        cell_region(t, node, FLAT_SLACK, node->reach_lo, node->reach_hi);
         node->in_list = true;
         t->fl_index[n] = (uint32_t)t->fl_leaves;
         t->fl_leaf[t->fl_leaves++] = n;
