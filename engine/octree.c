@@ -102,8 +102,8 @@ typedef struct oc_node {
     bool split_failed; /* over leaf_size, yet nothing could sink: retried when objects arrive */
     uint16_t life;     /* steps left, counted on a spare branch's top node */
     uint16_t lifespan; /* doubles each time the branch is reused */
-    bool in_list;      /* a leaf of the flat search's list (node_init clears it) */
-    float reach_lo[3], reach_hi[3]; /* its reach region, when in_list */
+    uint32_t list_gen; /* a leaf of the flat search's list when octree.fl_gen (0: never) */
+    float reach_lo[3], reach_hi[3]; /* the hold region and FLAT_SLACK of a side more */
 } oc_node;
 
 typedef enum oc_job_kind { JOB_SUBTREE, JOB_OWN, JOB_CROSS } oc_job_kind;
@@ -177,11 +177,10 @@ typedef struct octree {
      * leaves fl_cand[fl_first[i], fl_first[i + 1]) (indices into fl_leaf); job j covers leaves
      * [fl_job[j], fl_job[j + 1]). */
     unsigned flat_state; /* FLAT_* bits from the last measure */
+    uint32_t fl_gen;     /* nodes whose list_gen equals this are in the list */
     uint32_t *fl_leaf, *fl_first, *fl_cand, *fl_job;
     size_t fl_leaves, fl_cands, fl_jobs;
     size_t fl_leaf_capacity, fl_first_capacity, fl_cand_capacity, fl_job_capacity;
-    uint64_t *fl_edges; /* scratch of the list's making: leaf pairs, lower index high */
-    size_t fl_edge_count, fl_edge_capacity;
     uint32_t *fl_index; /* scratch, by node: its leaf index, or NONE */
     float *fl_region;   /* scratch, by node: 6 floats, the union of its leaves' reach regions */
     size_t fl_index_capacity, fl_region_capacity;
@@ -247,6 +246,7 @@ static void cell_region(const octree *t, const oc_node *n, double extra, float l
 
 static void hold_region(const octree *t, oc_node *n) {
     cell_region(t, n, 0.0, n->hold_lo, n->hold_hi);
+    cell_region(t, n, FLAT_SLACK, n->reach_lo, n->reach_hi);
 }
 
 /* Does the cell at `level` hold the box (inside it once enlarged by the looseness)? */
@@ -352,7 +352,10 @@ static void node_init(oc_node *n, uint32_t parent, int level, const uint32_t cel
 static octree *tree_of(broadphase_world *w) {
     if (!w->octree) {
         w->octree = world_alloc(w, sizeof(octree));
-        if (w->octree) memset(w->octree, 0, sizeof(octree));
+        if (w->octree) {
+            memset(w->octree, 0, sizeof(octree));
+            w->octree->fl_gen = 1; /* new nodes (list_gen 0) are in no list */
+        }
     }
     return w->octree;
 }
@@ -685,9 +688,9 @@ static void finish(octree *t, uint32_t n, bool own, oc_figures *fig) {
         unsigned out = 0;
         for (int k = 0; k < t->dims; k++)
             out |= (unsigned)(lo[k] < node->reach_lo[k]) | (unsigned)(hi[k] > node->reach_hi[k]);
-        fig->flat |= (!node->in_list ? FLAT_STALE
-                      : out          ? FLAT_ESCAPE
-                                     : 0u) |
+        fig->flat |= (node->list_gen != t->fl_gen ? FLAT_STALE
+                      : out                       ? FLAT_ESCAPE
+                                                  : 0u) |
                      (!leaf || count > OWN_PIECE ? FLAT_NEVER : 0u);
     }
 }
@@ -1630,8 +1633,7 @@ static void flat_leaves(octree *t, uint32_t n) {
     oc_node *node = &t->nodes[n];
     float *r = t->fl_region + 6 * (size_t)n;
     if (node->end > node->begin) { /* a leaf: FLAT_NEVER is clear */
-        cell_region(t, node, FLAT_SLACK, node->reach_lo, node->reach_hi);
-        node->in_list = true;
+        node->list_gen = t->fl_gen;
         t->fl_index[n] = (uint32_t)t->fl_leaves;
         t->fl_leaf[t->fl_leaves++] = n;
         memcpy(r, node->reach_lo, 3 * sizeof(float));
@@ -1662,21 +1664,30 @@ static bool regions_meet(const octree *t, uint32_t a, uint32_t b) {
     return m;
 }
 
+/* A worker's edges while the list is made: its slot of the world's per-worker scratch, a count
+ * then the edges. */
+typedef struct flat_edges {
+    uint64_t count, edge[];
+} flat_edges;
+
 /* Every pair of leaves, one in each of the disjoint subtrees a and b, whose regions meet, as an
- * edge (lower leaf index << 32 | higher). The same descent as cross(), on regions. */
-static void flat_meet(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
-    if (t->fl_failed || !regions_meet(t, a, b)) return;
+ * edge (lower leaf index << 32 | higher) in the worker's scratch. The same descent as cross(),
+ * on regions. */
+static void flat_meet(broadphase_world *w, octree *t, int worker, uint32_t a, uint32_t b) {
+    if (!regions_meet(t, a, b) || __atomic_load_n(&t->fl_failed, __ATOMIC_RELAXED)) return;
     const oc_node *na = &t->nodes[a], *nb = &t->nodes[b];
     bool a_leaf = t->fl_index[a] != NONE, b_leaf = t->fl_index[b] != NONE;
     if (a_leaf && b_leaf) {
         uint64_t ia = t->fl_index[a], ib = t->fl_index[b];
-        if (t->fl_edge_count == t->fl_edge_capacity &&
-            !world_grow(w, (void **)&t->fl_edges, &t->fl_edge_capacity, t->fl_edge_count + 1,
-                        sizeof(uint64_t), t->fl_edge_count)) {
-            t->fl_failed = true;
+        flat_edges *e = threads_scratch_get(&w->scratch, worker, sizeof(flat_edges));
+        if (e)
+            e = threads_scratch_get(&w->scratch, worker,
+                                    sizeof(flat_edges) + (e->count + 1) * sizeof(uint64_t));
+        if (!e) {
+            __atomic_store_n(&t->fl_failed, true, __ATOMIC_RELAXED);
             return;
         }
-        t->fl_edges[t->fl_edge_count++] = ia < ib ? ia << 32 | ib : ib << 32 | ia;
+        e->edge[e->count++] = ia < ib ? ia << 32 | ib : ib << 32 | ia;
         return;
     }
     if (a_leaf || (!b_leaf && nb->sub_end - nb->begin > na->sub_end - na->begin)) {
@@ -1686,18 +1697,51 @@ static void flat_meet(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
         na = nb;
     }
     for (int j = 0; j < t->nchild; j++)
-        if (na->live >> j & 1) flat_meet(w, t, na->child[j], b);
+        if (na->live >> j & 1) flat_meet(w, t, worker, na->child[j], b);
 }
 
-static void flat_siblings(broadphase_world *w, octree *t, uint32_t n) {
-    const oc_node *node = &t->nodes[n];
-    if (t->fl_index[n] != NONE) return;
+/* One piece of the list's making: the pairs between subtrees a and b (b != NONE), or every pair
+ * within subtree a. Nodes above octree.task_levels hand their pieces to other workers. */
+typedef struct flat_task {
+    broadphase_world *w;
+    octree *t;
+    uint32_t a, b;
+} flat_task;
+
+static void flat_task_run(void *p, int worker) {
+    const flat_task *task = p;
+    broadphase_world *w = task->w;
+    octree *t = task->t;
+    if (task->b != NONE) {
+        flat_meet(w, t, worker, task->a, task->b);
+        return;
+    }
+    const oc_node *node = &t->nodes[task->a];
+    if (t->fl_index[task->a] != NONE) return;
+    bool spawn = node->level < t->task_levels;
+    flat_task sub[8 * 9 / 2 + 8];
+    int subs = 0;
     for (int i = 0; i < t->nchild; i++) {
         if (!(node->live >> i & 1)) continue;
-        for (int j = i + 1; j < t->nchild; j++)
-            if (node->live >> j & 1) flat_meet(w, t, node->child[i], node->child[j]);
-        flat_siblings(w, t, node->child[i]);
+        for (int j = i + 1; j <= t->nchild; j++) {
+            if (j < t->nchild && !(node->live >> j & 1)) continue;
+            /* j == nchild: the child's own subtree */
+            flat_task piece = {w, t, node->child[i], j < t->nchild ? node->child[j] : NONE};
+            if (spawn) {
+                sub[subs] = piece;
+                threads_spawn(flat_task_run, &sub[subs]);
+                subs++;
+            } else {
+                flat_task_run(&piece, worker);
+            }
+        }
     }
+    if (subs > 0) threads_wait_children();
+}
+
+static int by_u32(const void *x, const void *y) {
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
 }
 
 /* Makes the flat search's list for the tree as measured (no FLAT_NEVER). False on out of
@@ -1714,28 +1758,58 @@ static bool flat_build(broadphase_world *w, octree *t) {
         !world_grow(w, (void **)&t->fl_region, &t->fl_region_capacity, 6 * nodes + 6, sizeof(float),
                     0))
         return false;
-    for (size_t n = 0; n < nodes; n++) {
-        t->nodes[n].in_list = false;
-        t->fl_index[n] = NONE;
-    }
+    for (size_t n = 0; n < nodes; n++) t->fl_index[n] = NONE;
+    t->fl_gen = t->fl_gen == UINT32_MAX ? 1 : t->fl_gen + 1; /* all leave the old list */
     t->fl_leaves = 0;
-    t->fl_edge_count = 0;
     t->fl_failed = false;
     flat_leaves(t, 0);
-    flat_siblings(w, t, 0);
+    if (!threads_scratch_reserve(&w->scratch, w->workers)) return false;
+    for (int i = 0; i < w->workers; i++) {
+        flat_edges *e = threads_scratch_get(&w->scratch, i, sizeof(flat_edges) + 64);
+        if (!e) return false;
+        e->count = 0;
+    }
+    flat_task root = {w, t, 0, NONE};
+    t->task_levels = w->workers > 1 && t->node_count > NODE_CHUNK ? (t->dims == 3 ? 2 : 3) : 0;
+    if (t->task_levels > 0)
+        threads_run_tasks(w->workers, flat_task_run, &root);
+    else
+        flat_task_run(&root, 0);
     if (t->fl_failed) {
-        for (size_t i = 0; i < t->fl_leaves; i++) t->nodes[t->fl_leaf[i]].in_list = false;
+        t->fl_gen = t->fl_gen == UINT32_MAX ? 1 : t->fl_gen + 1;
         return false;
     }
-    /* Each leaf's later neighbours, grouped by a counting pass in the order they were found. */
-    size_t count = t->fl_edge_count;
+    /* Each leaf's later neighbours, grouped by a counting pass over the workers' edges, then put
+     * in order (the workers found them in an order that depends on the thread count). */
+    size_t count = 0;
+    memset(t->fl_first, 0, (t->fl_leaves + 2) * sizeof(uint32_t));
+    for (int i = 0; i < w->workers; i++) {
+        const flat_edges *e = threads_scratch_get(&w->scratch, i, sizeof(flat_edges));
+        for (uint64_t k = 0; k < e->count; k++) t->fl_first[(e->edge[k] >> 32) + 2]++;
+        count += e->count;
+    }
     if (!world_grow(w, (void **)&t->fl_cand, &t->fl_cand_capacity, count + 1, sizeof(uint32_t), 0))
         return false;
-    memset(t->fl_first, 0, (t->fl_leaves + 2) * sizeof(uint32_t));
-    for (size_t e = 0; e < count; e++) t->fl_first[(t->fl_edges[e] >> 32) + 2]++;
     for (size_t i = 2; i < t->fl_leaves + 2; i++) t->fl_first[i] += t->fl_first[i - 1];
-    for (size_t e = 0; e < count; e++)
-        t->fl_cand[t->fl_first[(t->fl_edges[e] >> 32) + 1]++] = (uint32_t)t->fl_edges[e];
+    for (int i = 0; i < w->workers; i++) {
+        const flat_edges *e = threads_scratch_get(&w->scratch, i, sizeof(flat_edges));
+        for (uint64_t k = 0; k < e->count; k++)
+            t->fl_cand[t->fl_first[(e->edge[k] >> 32) + 1]++] = (uint32_t)e->edge[k];
+    }
+    for (size_t i = 0; i < t->fl_leaves; i++) {
+        uint32_t *c = t->fl_cand + t->fl_first[i];
+        size_t n = t->fl_first[i + 1] - t->fl_first[i];
+        if (n > 32) {
+            qsort(c, n, sizeof *c, by_u32);
+            continue;
+        }
+        for (size_t k = 1; k < n; k++) {
+            uint32_t v = c[k];
+            size_t j = k;
+            for (; j > 0 && c[j - 1] > v; j--) c[j] = c[j - 1];
+            c[j] = v;
+        }
+    }
     t->fl_cands = count;
     /* Jobs: runs of leaves holding about per_job objects as the list is made; they depend on
      * the tree only, never on the thread count. */
@@ -2013,7 +2087,6 @@ void octree_destroy(broadphase_world *w) {
     world_free(w, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
     world_free(w, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
     world_free(w, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_edges, t->fl_edge_capacity * sizeof(uint64_t));
     world_free(w, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
     world_free(w, t->fl_region, t->fl_region_capacity * sizeof(float));
     world_free(w, t, sizeof *t);
