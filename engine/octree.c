@@ -179,7 +179,7 @@ typedef struct octree {
     unsigned flat_state; /* FLAT_* bits from the last measure */
     uint32_t fl_gen;     /* nodes whose list_gen equals this are in the list */
     uint32_t *fl_leaf, *fl_first, *fl_cand, *fl_job;
-    size_t fl_leaves, fl_cands, fl_jobs;
+    size_t fl_leaves, fl_jobs;
     size_t fl_leaf_capacity, fl_first_capacity, fl_cand_capacity, fl_job_capacity;
     uint32_t *fl_index; /* scratch, by node: its leaf index, or NONE */
     float *fl_region;   /* scratch, by node: 6 floats, the union of its leaves' reach regions */
@@ -1627,8 +1627,8 @@ static void search_job(size_t job, int worker, void *p) {
 
 /* ---- the flat search -------------------------------------------------------------------- */
 
-/* The leaves of n's subtree into the list, in slot order, with their reach regions; each
- * node's region becomes the union of its leaves'. */
+/* The leaves of n's subtree into the list, in slot order; each node's region becomes the union
+ * of its leaves' reach regions. */
 static void flat_leaves(octree *t, uint32_t n) {
     oc_node *node = &t->nodes[n];
     float *r = t->fl_region + 6 * (size_t)n;
@@ -1810,7 +1810,6 @@ static bool flat_build(broadphase_world *w, octree *t) {
             c[j] = v;
         }
     }
-    t->fl_cands = count;
     /* Jobs: runs of leaves holding about per_job objects as the list is made; they depend on
      * the tree only, never on the thread count. */
     size_t per_job = t->slots.count / FLAT_JOBS_LEAST;
