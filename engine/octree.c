@@ -1744,19 +1744,22 @@ static int by_u32(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+/* The list's arrays, grown with an eighth to spare: the next list has about as many leaves and
+ * pairs, often a few more, and growing again means new pages to fault in, which took the second
+ * making at 1e6 from 7.5 ms to 15-18 (perf/NOTES.md, row 107). Contents are not kept. */
+static bool flat_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
+    return need <= *capacity || world_grow(w, p, capacity, need + need / 8, size, 0);
+}
+
 /* Makes the flat search's list for the tree as measured (no FLAT_NEVER). False on out of
  * memory. */
 static bool flat_build(broadphase_world *w, octree *t) {
     size_t nodes = t->node_count, leaves = t->leaves;
-    if (!world_grow(w, (void **)&t->fl_leaf, &t->fl_leaf_capacity, leaves + 1, sizeof(uint32_t),
-                    0) ||
-        !world_grow(w, (void **)&t->fl_first, &t->fl_first_capacity, leaves + 2, sizeof(uint32_t),
-                    0) ||
-        !world_grow(w, (void **)&t->fl_job, &t->fl_job_capacity, leaves + 2, sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->fl_index, &t->fl_index_capacity, nodes + 1, sizeof(uint32_t),
-                    0) ||
-        !world_grow(w, (void **)&t->fl_region, &t->fl_region_capacity, 6 * nodes + 6, sizeof(float),
-                    0))
+    if (!flat_grow(w, (void **)&t->fl_leaf, &t->fl_leaf_capacity, leaves + 1, sizeof(uint32_t)) ||
+        !flat_grow(w, (void **)&t->fl_first, &t->fl_first_capacity, leaves + 2, sizeof(uint32_t)) ||
+        !flat_grow(w, (void **)&t->fl_job, &t->fl_job_capacity, leaves + 2, sizeof(uint32_t)) ||
+        !flat_grow(w, (void **)&t->fl_index, &t->fl_index_capacity, nodes + 1, sizeof(uint32_t)) ||
+        !flat_grow(w, (void **)&t->fl_region, &t->fl_region_capacity, 6 * nodes + 6, sizeof(float)))
         return false;
     for (size_t n = 0; n < nodes; n++) t->fl_index[n] = NONE;
     t->fl_gen = t->fl_gen == UINT32_MAX ? 1 : t->fl_gen + 1; /* all leave the old list */
@@ -1788,7 +1791,7 @@ static bool flat_build(broadphase_world *w, octree *t) {
         for (uint64_t k = 0; k < e->count; k++) t->fl_first[(e->edge[k] >> 32) + 2]++;
         count += e->count;
     }
-    if (!world_grow(w, (void **)&t->fl_cand, &t->fl_cand_capacity, count + 1, sizeof(uint32_t), 0))
+    if (!flat_grow(w, (void **)&t->fl_cand, &t->fl_cand_capacity, count + 1, sizeof(uint32_t)))
         return false;
     for (size_t i = 2; i < t->fl_leaves + 2; i++) t->fl_first[i] += t->fl_first[i - 1];
     for (int i = 0; i < w->workers; i++) {
