@@ -52,6 +52,7 @@ enum {
     SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
     SMALL_CHUNK = 4096,     /* the refit's chunks for fewer than SMALL_BELOW slots */
     SMALL_BELOW = 65536,    /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
+    CHUNKS_PER_WORKER = 4,  /* the refit's chunks per worker, while they hold SMALL_CHUNK */
     NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
@@ -135,7 +136,7 @@ typedef struct octree {
     void *hist;
     size_t hist_bytes;
     size_t *chunk_count;
-    size_t refit_chunk;  /* slots per chunk in this refit's passes: SLOT_CHUNK, or SMALL_CHUNK */
+    size_t refit_chunk;  /* slots per chunk in this refit's passes (refit_chunk_size) */
     float *chunk_bounds; /* 6 per chunk */
     size_t chunk_capacity, chunk_bounds_capacity;
 
@@ -1209,9 +1210,23 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
                        t->arrive_first[n + 1]);
 }
 
+/* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else SLOT_CHUNK,
+ * made smaller (not below SMALL_CHUNK) so that every worker has CHUNKS_PER_WORKER chunks: 16
+ * workers would otherwise find 1e5 slots in 7 chunks of 16,384 (perf/NOTES.md, row 111). Whole
+ * cache lines of every column, as the streamed writes want. The chunks only divide the work: the
+ * passes give the same result for any chunking, so the thread count changes nothing but the
+ * time. */
+static size_t refit_chunk_size(size_t slots, int workers) {
+    size_t chunk = slots < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK;
+    size_t want = (size_t)(workers > 1 ? workers : 1) * CHUNKS_PER_WORKER;
+    size_t even = ((slots + want - 1) / want + 63) & ~(size_t)63;
+    if (even < SMALL_CHUNK) even = SMALL_CHUNK;
+    return even < chunk ? even : chunk;
+}
+
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
 static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
-    t->refit_chunk = t->slots.count < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK;
+    t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
     size_t chunks = (t->slots.count + t->refit_chunk - 1) / t->refit_chunk;
     size_t need = t->slots.count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
