@@ -69,10 +69,11 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
 }
 
 /* A refit of 4,096 to 65,535 slots passes over them in chunks of 4,096 (octree.c, SMALL_CHUNK),
- * larger ones in chunks of 16,384, and the chunks' movers are counted, gathered and laid out
- * across chunk ends. 10,000 objects (three chunks) and 70,000 (five), moving, octree with REFIT
- * at 1 and 3 threads against brute force every frame, through the relayouts the movers and the
- * tightening cause. */
+ * larger ones in chunks of 16,384 or, so that each worker has four, of fewer (not below 4,096:
+ * refit_chunk_size), and the chunks' movers are counted, gathered and laid out across chunk ends.
+ * 10,000 objects (three chunks) and 70,000 (five on 1 thread, twelve of 5,888 on 3), moving,
+ * octree with REFIT at 1 and 3 threads against brute force every frame, through the relayouts the
+ * movers and the tightening cause. */
 TEST(octree_refit_in_chunks_equals_brute_force) {
     static const size_t counts[] = {10000, 70000};
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
