@@ -22,11 +22,14 @@
 #define DEAD TREE_DEAD
 
 enum {
-    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over slots */
-    NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes */
+    TASK_CUTOFF = 8192, /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096, /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,    /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384, /* objects per chunk in the passes over ids and slots, at most */
+    SMALL_CHUNK = 4096, /* ... and at least, from SMALL_FROM slots (slot_chunk_size) */
+    SMALL_FROM = 65536,
+    NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes, at most */
+    NODE_SMALL_CHUNK = 512, /* ... and at least */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
     ARRIVAL_ROOM = 1024,    /* per-worker room for one node's arrivals in a refit, at least */
@@ -98,6 +101,8 @@ typedef struct kdtree {
     size_t move_capacity, moves_tmp_capacity;
     size_t *chunk_count;
     size_t chunk_capacity;
+    size_t slot_chunk;        /* ids or slots per chunk in this build's or refit's passes */
+    size_t node_chunk;        /* nodes per chunk in the passes over nodes (node_chunks) */
     struct kd_measure *parts; /* by node chunk: measure's partial figures */
     size_t part_capacity;
 
@@ -174,7 +179,7 @@ typedef struct tree_ctx {
 static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
     if (end > c->w->id_end) end = c->w->id_end;
     size_t live = 0;
     for (size_t i = begin; i < end; i++) live += world_tree_member(c->w, i);
@@ -185,7 +190,7 @@ static void write_records(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     const broadphase_world *w = c->w;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
     if (end > w->id_end) end = w->id_end;
     kd_record *r = c->t->records + c->t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
@@ -405,10 +410,10 @@ static void scatter_records(size_t begin, size_t end, int worker, void *p) {
 static void mark_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     kdtree *t = ((scatter_ctx *)p)->t;
-    size_t end = (chunk + 1) * NODE_CHUNK;
+    size_t end = (chunk + 1) * t->node_chunk;
     if (end > t->node_count) end = t->node_count;
     const uint32_t *sid = t->slots.sid[t->slots.cur];
-    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
+    for (size_t n = chunk * t->node_chunk; n < end; n++) {
         for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++) {
             t->node_of[sid[s]] = (uint32_t)n;
             t->slot_node[s] = (uint32_t)n;
@@ -440,22 +445,43 @@ static uint32_t first_position_at(const kdtree *t, size_t slot) {
     return lo;
 }
 
-/* Positions [*first, *last) of the nodes whose own objects begin in chunk `chunk` of SLOT_CHUNK
+/* Positions [*first, *last) of the nodes whose own objects begin in chunk `chunk` of slot_chunk
  * slots (the last chunk takes every node after), so that passes over nodes are cut by the work
  * in them, not by node count: the top levels hold many objects in few nodes. */
 static void slot_chunk_positions(const kdtree *t, size_t chunk, size_t chunks, uint32_t *first,
                                  uint32_t *last) {
-    *first = chunk == 0 ? 0 : first_position_at(t, chunk * SLOT_CHUNK);
-    *last = chunk + 1 >= chunks ? t->node_count : first_position_at(t, (chunk + 1) * SLOT_CHUNK);
+    *first = chunk == 0 ? 0 : first_position_at(t, chunk * t->slot_chunk);
+    *last = chunk + 1 >= chunks ? t->node_count : first_position_at(t, (chunk + 1) * t->slot_chunk);
 }
 
-static size_t slot_chunks(uint32_t slots) {
-    return slots == 0 ? 1 : (slots + SLOT_CHUNK - 1) / SLOT_CHUNK;
+/* Ids or slots per chunk: SLOT_CHUNK, and below it, so that every worker has chunks to balance,
+ * from SMALL_FROM slots on. Fewer slots stay in chunks of SLOT_CHUNK: a tree of 1e4 cut in three
+ * chunks on two workers left half the boxes in the other core's cache, and the next move waited
+ * for them (move 0.042 -> 0.082 ms, update 0.239 -> 0.249, perf/NOTES.md row 115). */
+static size_t slot_chunk_size(size_t slots, int workers) {
+    return threads_chunk_size(slots, workers, slots < SMALL_FROM ? SLOT_CHUNK : SMALL_CHUNK,
+                              SLOT_CHUNK);
+}
+
+/* Chunks of slot_chunk slots (at least one, which an empty tree's passes over nodes need). */
+static size_t slot_chunks(const kdtree *t, uint32_t slots) {
+    return slots == 0 ? 1 : threads_chunk_count(slots, t->slot_chunk);
+}
+
+/* Sets the chunks of the passes over the nodes that follow, for a tree of `objects`, and returns
+ * their count. Below SMALL_FROM objects they stay NODE_CHUNK, for the reason slot_chunk_size
+ * gives. */
+static size_t node_chunks(const broadphase_world *w, kdtree *t, size_t objects) {
+    t->node_chunk =
+        threads_chunk_size(t->node_count, w->workers,
+                           objects < SMALL_FROM ? NODE_CHUNK : NODE_SMALL_CHUNK, NODE_CHUNK);
+    return threads_chunk_count(t->node_count, t->node_chunk);
 }
 
 static void position_range(const kdtree *t, size_t chunk, uint32_t *first, uint32_t *last) {
-    *first = (uint32_t)(chunk * NODE_CHUNK);
-    *last = *first + NODE_CHUNK < t->node_count ? *first + NODE_CHUNK : t->node_count;
+    *first = (uint32_t)(chunk * t->node_chunk);
+    *last =
+        *first + t->node_chunk < t->node_count ? *first + (uint32_t)t->node_chunk : t->node_count;
 }
 
 /* scan[i] = node begins, shifted as pack_counts' prefix sums leave them. */
@@ -511,7 +537,7 @@ static void measure_chunk(size_t chunk, int worker, void *p) {
 
 /* The cost figure and the statistics, summed over node chunks. False on out of memory. */
 static bool measure(broadphase_world *w, kdtree *t) {
-    size_t chunks = (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK;
+    size_t chunks = node_chunks(w, t, t->slots.count);
     if (!world_grow(w, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure), 0))
         return false;
     tree_ctx c = {w, t, 0, false, 0, 0};
@@ -542,7 +568,8 @@ static void root_init(kd_node *root) {
 }
 
 static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
-    size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    t->slot_chunk = slot_chunk_size(w->id_end, w->workers);
+    size_t chunks = threads_chunk_count(w->id_end, t->slot_chunk);
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
         !world_grow(w, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
@@ -575,7 +602,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
                         sizeof(kd_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
-    size_t nodes = t->node_count, node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
+    size_t nodes = t->node_count, node_chunk_count = node_chunks(w, t, count);
     /* Sized by the node pool, not the node count, so that a tree a few nodes larger than the
      * last does not allocate. */
     size_t room = t->node_capacity + 1;
@@ -585,15 +612,15 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     number_preorder(t, 0, 0);
     tree_ctx r = {w, t, 0, false, 0, 0};
-    threads_for_chunks(w->workers, node_chunks, pack_begins, &r);
+    threads_for_chunks(w->workers, node_chunk_count, pack_begins, &r);
     t->scan[nodes] = (size_t)count << 32;
-    threads_for_chunks(w->workers, node_chunks, set_ranges, &r);
+    threads_for_chunks(w->workers, node_chunk_count, set_ranges, &r);
     t->slots.cur = 0;
     t->slots.count = count;
     scatter_ctx s = {t};
-    threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_records, &s);
+    threads_for_ranges(w->workers, count, t->slot_chunk, scatter_records, &s);
     tree_forget_free_ids(w, t->node_of);
-    threads_for_chunks(w->workers, node_chunks, mark_nodes, &s);
+    threads_for_chunks(w->workers, node_chunk_count, mark_nodes, &s);
     if (!measure(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->base_cost = t->cost;
     t->built = true;
@@ -611,7 +638,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     const broadphase_world *w = c->w;
     kdtree *t = c->t;
     int b = t->slots.cur, dims = w->config.dimensions;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
@@ -647,7 +674,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     kdtree *t = c->t;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
     if (end > t->slots.count) end = t->slots.count;
     tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }
@@ -888,7 +915,8 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
 
 static broadphase_status refit(broadphase_world *w, kdtree *t) {
     int dims = w->config.dimensions;
-    size_t chunks = (t->slots.count + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    t->slot_chunk = slot_chunk_size(t->slots.count, w->workers);
+    size_t chunks = threads_chunk_count(t->slots.count, t->slot_chunk);
     size_t nodes = t->node_count;
     size_t pool = t->node_capacity; /* the pool, as in the build: room that seldom grows */
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
@@ -907,7 +935,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
                     0) ||
         !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    tree_ctx c = {w, t, slot_chunks(t->slots.count), false, 0, 0};
+    tree_ctx c = {w, t, slot_chunks(t, t->slots.count), false, 0, 0};
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     /* Sized for every object moving at once, so that the count of movers, which changes every
@@ -933,7 +961,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
         t->moves[count++] = (uint64_t)d << 32 | TREE_ADDED | (uint32_t)i;
     }
-    size_t node_chunks = (nodes + NODE_CHUNK - 1) / NODE_CHUNK;
+    size_t node_chunk_count = node_chunks(w, t, t->slots.count);
     if (count == 0) {
         threads_for_chunks(w->workers, c.chunks, resort_sweep_nodes, &c);
         return BROADPHASE_OK;
@@ -942,7 +970,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     /* The nodes are laid out anew in preorder from their new own counts, and the arrivals
      * grouped by node into runs in the same order, all from one prefix sum over positions;
      * every pass is parallel, over nodes or over moves. */
-    threads_for_chunks(w->workers, node_chunks, start_counts, &c);
+    threads_for_chunks(w->workers, node_chunk_count, start_counts, &c);
     c.moves = count;
     size_t move_chunks = (count + MOVE_CHUNK - 1) / MOVE_CHUNK;
     threads_for_chunks(w->workers, move_chunks, count_moves, &c);
@@ -954,10 +982,10 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     for (int i = 0; i < w->workers; i++)
         if (!threads_scratch_get(&w->scratch, i, 7 * room * sizeof(uint32_t)))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    threads_for_chunks(w->workers, node_chunks, pack_counts, &c);
+    threads_for_chunks(w->workers, node_chunk_count, pack_counts, &c);
     size_t total = threads_exclusive_scan(w->workers, t->scan, nodes);
     t->scan[nodes] = total;
-    threads_for_chunks(w->workers, node_chunks, unpack_starts, &c);
+    threads_for_chunks(w->workers, node_chunk_count, unpack_starts, &c);
     threads_for_chunks(w->workers, move_chunks, scatter_moves, &c);
     uint64_t *sorted = t->moves_tmp;
     size_t sorted_capacity = t->moves_tmp_capacity;
@@ -967,10 +995,10 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     t->move_capacity = sorted_capacity;
     threads_for_chunks(w->workers, c.chunks, copy_nodes, &c); /* cut by the old layout */
     c.new_ranges = true;
-    threads_for_chunks(w->workers, node_chunks, set_ranges, &c);
+    threads_for_chunks(w->workers, node_chunk_count, set_ranges, &c);
     t->slots.cur = 1 - t->slots.cur;
     t->slots.count = (uint32_t)(total >> 32);
-    c.chunks = slot_chunks(t->slots.count);
+    c.chunks = slot_chunks(t, t->slots.count);
     threads_for_chunks(w->workers, c.chunks, resort_sweep_nodes, &c);
     return BROADPHASE_OK;
 }

@@ -49,11 +49,11 @@ enum {
     TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
     JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
     OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384,     /* objects per chunk in the parallel passes over ids and slots */
-    SMALL_CHUNK = 4096,     /* the refit's chunks for fewer than SMALL_BELOW slots */
-    SMALL_BELOW = 65536,    /* (both chunk sizes: perf/NOTES.md, rows 89-90) */
-    CHUNKS_PER_WORKER = 4,  /* the refit's chunks per worker, while they hold SMALL_CHUNK */
-    NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the passes over ids and slots, at most */
+    SMALL_CHUNK = 4096,     /* ... and at least (threads_chunk_size cuts between the two) */
+    SMALL_BELOW = 65536,    /* the refit's chunks stay SMALL_CHUNK below this (NOTES, 89-90) */
+    NODE_CHUNK = 2048,      /* nodes per chunk in the parallel passes over nodes, at most */
+    NODE_SMALL_CHUNK = 256, /* ... and at least */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to a node's own objects */
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
@@ -137,6 +137,8 @@ typedef struct octree {
     size_t hist_bytes;
     size_t *chunk_count;
     size_t refit_chunk;  /* slots per chunk in this refit's passes (refit_chunk_size) */
+    size_t id_chunk;     /* ids per chunk in the build's passes over ids */
+    size_t node_chunk;   /* nodes per chunk in the passes over nodes (node_chunk_size) */
     float *chunk_bounds; /* 6 per chunk */
     size_t chunk_capacity, chunk_bounds_capacity;
 
@@ -427,7 +429,7 @@ static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     const broadphase_world *w = c->w;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->id_chunk, end = begin + c->t->id_chunk;
     if (end > w->id_end) end = w->id_end;
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t live = 0;
@@ -451,7 +453,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
     tree_ctx *c = p;
     const broadphase_world *w = c->w;
     const octree *t = c->t;
-    size_t begin = chunk * SLOT_CHUNK, end = begin + SLOT_CHUNK;
+    size_t begin = chunk * c->t->id_chunk, end = begin + c->t->id_chunk;
     if (end > w->id_end) end = w->id_end;
     size_t at = t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
@@ -556,15 +558,22 @@ static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
+/* Sets the chunks of this pass over the nodes (each node's work is its own objects, about a
+ * leaf's worth) and returns their count. */
+static size_t node_chunks(const broadphase_world *w, octree *t) {
+    t->node_chunk = threads_chunk_size(t->node_count, w->workers, NODE_SMALL_CHUNK, NODE_CHUNK);
+    return threads_chunk_count(t->node_count, t->node_chunk);
+}
+
 /* node_of and slot_node of every node's own objects, and the bounds of its own objects. */
 static void mark_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     octree *t = ((tree_ctx *)p)->t;
-    size_t end = (chunk + 1) * NODE_CHUNK;
+    size_t end = (chunk + 1) * t->node_chunk;
     if (end > t->node_count) end = t->node_count;
     int b = t->slots.cur;
     const uint32_t *sid = t->slots.sid[b];
-    for (size_t n = chunk * NODE_CHUNK; n < end; n++) {
+    for (size_t n = chunk * t->node_chunk; n < end; n++) {
         oc_node *node = &t->nodes[n];
         float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
         for (uint32_t s = node->begin; s < node->end; s++) {
@@ -735,7 +744,8 @@ static void geometry_init(broadphase_world *w, octree *t) {
 /* Builds the tree from scratch with a root of at least min_side. */
 static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side) {
     geometry_init(w, t);
-    size_t chunks = (w->id_end + SLOT_CHUNK - 1) / SLOT_CHUNK;
+    t->id_chunk = threads_chunk_size(w->id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    size_t chunks = threads_chunk_count(w->id_end, t->id_chunk);
     size_t count = world_tree_count(w);
     size_t hist = threads_radix_scratch_size(w->workers);
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
@@ -802,9 +812,11 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     t->free_count = 0;
     t->slots.cur = 0;
     t->slots.count = (uint32_t)count;
-    threads_for_ranges(w->workers, count, SLOT_CHUNK, scatter_slots, &g);
+    threads_for_ranges(w->workers, count,
+                       threads_chunk_size(count, w->workers, SMALL_CHUNK, SLOT_CHUNK),
+                       scatter_slots, &g);
     tree_forget_free_ids(w, t->node_of);
-    threads_for_chunks(w->workers, (t->node_count + NODE_CHUNK - 1) / NODE_CHUNK, mark_nodes, &g);
+    threads_for_chunks(w->workers, node_chunks(w, t), mark_nodes, &g);
     measure(t, w->workers, false);
     t->base_cost = t->cost;
     t->built = true;
@@ -1202,26 +1214,22 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     octree *t = c->t;
-    size_t end_node = (chunk + 1) * NODE_CHUNK;
+    size_t end_node = (chunk + 1) * t->node_chunk;
     if (end_node > t->node_count) end_node = t->node_count;
-    for (size_t n = chunk * NODE_CHUNK; n < end_node; n++)
+    for (size_t n = chunk * t->node_chunk; n < end_node; n++)
         tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, (uint32_t)n,
                        t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
                        t->arrive_first[n + 1]);
 }
 
-/* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else SLOT_CHUNK,
- * made smaller (not below SMALL_CHUNK) so that every worker has CHUNKS_PER_WORKER chunks: 16
- * workers would otherwise find 1e5 slots in 7 chunks of 16,384 (perf/NOTES.md, row 111). Whole
- * cache lines of every column, as the streamed writes want. The chunks only divide the work: the
- * passes give the same result for any chunking, so the thread count changes nothing but the
- * time. */
+/* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else up to
+ * SLOT_CHUNK, cut so that every worker has chunks to balance: 16 workers would otherwise find
+ * 1e5 slots in 7 chunks of 16,384 (perf/NOTES.md, row 111). Whole cache lines of every column,
+ * as the streamed writes want. The chunks only divide the work: the passes give the same result
+ * for any chunking, so the thread count changes nothing but the time. */
 static size_t refit_chunk_size(size_t slots, int workers) {
-    size_t chunk = slots < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK;
-    size_t want = (size_t)(workers > 1 ? workers : 1) * CHUNKS_PER_WORKER;
-    size_t even = ((slots + want - 1) / want + 63) & ~(size_t)63;
-    if (even < SMALL_CHUNK) even = SMALL_CHUNK;
-    return even < chunk ? even : chunk;
+    return threads_chunk_size(slots, workers, SMALL_CHUNK,
+                              slots < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK);
 }
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
@@ -1368,7 +1376,7 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         t->moves_tmp = t->moves;
         t->moves = sorted;
         uint32_t total = relayout(t, 0, 0);
-        threads_for_chunks(w->workers, (nodes + NODE_CHUNK - 1) / NODE_CHUNK, copy_nodes, &c);
+        threads_for_chunks(w->workers, node_chunks(w, t), copy_nodes, &c);
         /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside
          * spare branches). */
         for (size_t n = 0; n < nodes; n++) {

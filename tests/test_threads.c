@@ -108,6 +108,47 @@ TEST(for_ranges_covers_range_exactly) {
     }
 }
 
+/* Chunk sizes: whole multiples of 64 within [smallest, largest], cut so that every worker has
+ * about THREADS_CHUNKS_PER_WORKER chunks where the bounds allow (rounding to 64 may take a few
+ * away), and covering the count. */
+TEST(chunk_size_gives_each_worker_chunks) {
+    /* The figures the trees' refits meet (engine: 4,096 to 16,384 slots per chunk). */
+    CHECK_EQ_INT(threads_chunk_size(100000, 16, 4096, 16384), 4096);  /* 25 chunks, not 7 */
+    CHECK_EQ_INT(threads_chunk_size(100000, 2, 4096, 16384), 12544);  /* 8 chunks */
+    CHECK_EQ_INT(threads_chunk_size(1000000, 2, 4096, 16384), 16384); /* 62 chunks */
+    CHECK_EQ_INT(threads_chunk_size(1000000, 64, 4096, 16384), 4096); /* 245 chunks */
+    CHECK_EQ_INT(threads_chunk_size(10000, 2, 4096, 16384), 4096);
+    CHECK_EQ_INT(threads_chunk_size(0, 4, 4096, 16384), 4096);
+    CHECK_EQ_INT(threads_chunk_size(500, 1, 0, 1000), 128); /* 125 rounded up to 64s */
+    CHECK_EQ_INT(threads_chunk_size(500, 1, 0, 0), 64);     /* bounds rounded up to 64s */
+    CHECK_EQ_INT(threads_chunk_count(100000, 12544), 8);
+    CHECK_EQ_INT(threads_chunk_count(0, 64), 0);
+    CHECK_EQ_INT(threads_chunk_count(1, 0), 1);
+    uint64_t state = 11;
+    for (int i = 0; i < 2000; i++) {
+        size_t count = (size_t)(next_random(&state) % 3000000);
+        int workers = 1 + (int)(next_random(&state) % 64);
+        size_t smallest = (size_t)(next_random(&state) % 9000);
+        size_t largest = smallest + (size_t)(next_random(&state) % 40000);
+        TEST_CONTEXT("count=%zu workers=%d smallest=%zu largest=%zu", count, workers, smallest,
+                     largest);
+        size_t size = threads_chunk_size(count, workers, smallest, largest);
+        size_t low = smallest < 64 ? 64 : (smallest + 63) / 64 * 64;
+        size_t high = (largest + 63) / 64 * 64;
+        if (high < low) high = low;
+        CHECK(size % 64 == 0);
+        CHECK(size >= low && size <= high);
+        size_t chunks = threads_chunk_count(count, size);
+        CHECK(chunks * size >= count && (chunks == 0 || (chunks - 1) * size < count));
+        /* Neither bound binding, the chunks come within a factor 2 of the count asked for. */
+        size_t want = (size_t)workers * THREADS_CHUNKS_PER_WORKER;
+        if (size > low && size < high && count >= 64 * want) {
+            CHECK(chunks <= want);
+            CHECK(2 * chunks >= want);
+        }
+    }
+}
+
 typedef struct nested_record {
     int inner_visits[16][8];
     int inner_worker_mismatch[16];
@@ -582,8 +623,10 @@ TEST(radix_sort_pairs_large) {
 }
 
 TEST_MAIN(TEST_ENTRY(for_chunks_visits_each_chunk_once),
-          TEST_ENTRY(for_ranges_covers_range_exactly), TEST_ENTRY(for_chunks_nested_runs_on_caller),
-          TEST_ENTRY(worker_index_and_resolve), TEST_ENTRY(tasks_recursive_sum_matches_serial),
+          TEST_ENTRY(for_ranges_covers_range_exactly),
+          TEST_ENTRY(chunk_size_gives_each_worker_chunks),
+          TEST_ENTRY(for_chunks_nested_runs_on_caller), TEST_ENTRY(worker_index_and_resolve),
+          TEST_ENTRY(tasks_recursive_sum_matches_serial),
           TEST_ENTRY(scratch_slots_distinct_aligned_and_kept_on_growth),
           TEST_ENTRY(scratch_stops_allocating_in_steady_state),
           TEST_ENTRY(exclusive_scan_matches_serial), TEST_ENTRY(radix_sort_matches_qsort),

@@ -68,40 +68,55 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
     }
 }
 
-/* A refit of 4,096 to 65,535 slots passes over them in chunks of 4,096 (octree.c, SMALL_CHUNK),
- * larger ones in chunks of 16,384 or, so that each worker has four, of fewer (not below 4,096:
- * refit_chunk_size), and the chunks' movers are counted, gathered and laid out across chunk ends.
- * 10,000 objects (three chunks) and 70,000 (five on 1 thread, twelve of 5,888 on 3), moving,
- * octree with REFIT at 1 and 3 threads against brute force every frame, through the relayouts the
- * movers and the tightening cause. */
-TEST(octree_refit_in_chunks_equals_brute_force) {
+/* The refit's passes over slots are cut by threads_chunk_size: the octree's into chunks of 4,096
+ * below 65,536 slots (octree.c, SMALL_CHUNK), both trees' larger ones into chunks of 16,384 or,
+ * so that each worker has four, of fewer (not below 4,096); the chunks' movers are counted,
+ * gathered and laid out across chunk ends, and the kd-tree's sweep nodes resorted by chunk.
+ * 10,000 objects (three chunks) and 70,000 (five on 1 thread, twelve of 5,888 on 3, eighteen of
+ * 4,096 on 16), moving, octree and kd-tree with REFIT against brute force every frame, through
+ * the relayouts the movers and the tightening cause. */
+typedef struct chunked_world {
+    broadphase_method method;
+    int threads;
+} chunked_world;
+
+TEST(trees_refit_in_chunks_equal_brute_force) {
     static const size_t counts[] = {10000, 70000};
+    static const chunked_world kinds[] = {
+        {BROADPHASE_METHOD_OCTREE, 1},  {BROADPHASE_METHOD_OCTREE, 3},
+        {BROADPHASE_METHOD_OCTREE, 16}, {BROADPHASE_METHOD_KDTREE, 1},
+        {BROADPHASE_METHOD_KDTREE, 3},  {BROADPHASE_METHOD_KDTREE, 16}};
+    enum { KINDS = sizeof kinds / sizeof kinds[0] };
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         scene s;
         REQUIRE(scene_make(&s, SCENE_MOVING, counts[ci], 31));
         uint32_t *ids = malloc(s.count * sizeof *ids);
         broadphase_world *ref =
             make_world(3, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-        broadphase_world *w[2] = {
-            make_world(3, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 1),
-            make_world(3, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 3)};
-        REQUIRE(ids && ref && w[0] && w[1]);
+        broadphase_world *w[KINDS];
+        REQUIRE(ids && ref);
         CHECK_EQ_INT(scene_add_to_world(&s, ref, ids), BROADPHASE_OK);
-        for (int i = 0; i < 2; i++) CHECK_EQ_INT(scene_add_to_world(&s, w[i], ids), BROADPHASE_OK);
-        int frames = counts[ci] > 20000 ? 12 : 40;
+        for (int i = 0; i < KINDS; i++) {
+            w[i] = make_world(3, kinds[i].method, BROADPHASE_UPDATE_REFIT, kinds[i].threads);
+            REQUIRE(w[i]);
+            CHECK_EQ_INT(scene_add_to_world(&s, w[i], ids), BROADPHASE_OK);
+        }
+        int frames = counts[ci] > 20000 ? 8 : 30;
         for (int f = 0; f < frames; f++) {
             broadphase_pairs want = step_ok(ref);
-            for (int i = 0; i < 2; i++) {
-                TEST_CONTEXT("n %zu threads %d frame %d", counts[ci], i ? 3 : 1, f);
+            for (int i = 0; i < KINDS; i++) {
+                TEST_CONTEXT("n %zu %s threads %d frame %d", counts[ci],
+                             kinds[i].method == BROADPHASE_METHOD_OCTREE ? "octree" : "kdtree",
+                             kinds[i].threads, f);
                 broadphase_pairs got = step_ok(w[i]);
                 CHECK(pairs_equal(want.data, want.count, got.data, got.count, "refit"));
             }
             scene_advance(&s);
             CHECK_EQ_INT(scene_move_in_world(&s, ref, ids), BROADPHASE_OK);
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < KINDS; i++)
                 CHECK_EQ_INT(scene_move_in_world(&s, w[i], ids), BROADPHASE_OK);
         }
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < KINDS; i++) {
             broadphase_stats st;
             broadphase_get_stats(w[i], &st);
             TEST_CONTEXT("n %zu world %d", counts[ci], i);
@@ -1036,7 +1051,7 @@ TEST(pair_keys_narrow_and_wide) {
 }
 
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
-          TEST_ENTRY(octree_refit_in_chunks_equals_brute_force),
+          TEST_ENTRY(trees_refit_in_chunks_equal_brute_force),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),

@@ -138,6 +138,23 @@ void threads_for_ranges(int workers, size_t count, size_t grain, threads_range_f
     threads_for_chunks(workers, chunk_count, threads_range_chunk, &r);
 }
 
+size_t threads_chunk_size(size_t count, int workers, size_t smallest, size_t largest) {
+    smallest = (smallest + 63) & ~(size_t)63;
+    if (smallest == 0) smallest = 64;
+    largest = (largest + 63) & ~(size_t)63;
+    if (largest < smallest) largest = smallest;
+    size_t want = (size_t)threads_clamp_workers(workers) * THREADS_CHUNKS_PER_WORKER;
+    size_t even = count / want + (count % want != 0);
+    even = (even + 63) & ~(size_t)63;
+    if (even < smallest) even = smallest;
+    return even < largest ? even : largest;
+}
+
+size_t threads_chunk_count(size_t count, size_t size) {
+    if (size == 0) size = 1;
+    return count / size + (count % size != 0);
+}
+
 void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
     workers = threads_clamp_workers(workers);
     if (threads_run_inline(workers, 2)) {

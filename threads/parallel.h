@@ -27,6 +27,17 @@ void threads_for_chunks_static(int workers, size_t chunk_count, threads_chunk_fn
 typedef void threads_range_fn(size_t begin, size_t end, int worker, void *ctx);
 void threads_for_ranges(int workers, size_t count, size_t grain, threads_range_fn *fn, void *ctx);
 
+/* Items per chunk for a pass over `count` items on `workers` threads: `largest`, cut so that
+ * every worker has THREADS_CHUNKS_PER_WORKER chunks to balance, but never below `smallest`
+ * (a chunk must stay worth claiming). Both bounds and the result are rounded up to whole
+ * multiples of 64 items, so that chunks of 4-byte and 8-byte columns begin on cache lines. A pass
+ * cut this way must give the same result for any chunk size: the thread count may change the time,
+ * never the answer. */
+enum { THREADS_CHUNKS_PER_WORKER = 4 };
+size_t threads_chunk_size(size_t count, int workers, size_t smallest, size_t largest);
+/* The chunks of `size` items that cover `count` items (0 for none). */
+size_t threads_chunk_count(size_t count, size_t size);
+
 /* Task groups for recursive work. threads_run_tasks starts `workers` threads and runs
  * root(ctx, worker) once on one of them; inside it (and inside tasks) threads_spawn queues
  * fn(ctx, worker) to run on any worker and threads_wait_children waits for the tasks spawned so
