@@ -1105,6 +1105,71 @@ static void depth_limits(int dims) {
     scene_free(&s);
 }
 
+/* The build reserves nodes for ten times count / leaf_size (no more than count / 2) and retries
+ * with a larger pool when the tree needs more. Clusters of leaf_size + 1 coincident points split
+ * as deep as the key allows, a chain of nodes each: 16 of them need more nodes than 16 objects'
+ * worth of leaves. The pairs stay the naive ones through the retried build, the steps after it,
+ * and a move that scatters one cluster (its chain's nodes emptied, spare, and the objects
+ * settling where they land). */
+static void node_pool_grows(int dims) {
+    enum { CLUSTERS = 16, EACH = OCTREE_LEAF_SIZE + 1, N = CLUSTERS * EACH };
+    scene s;
+    REQUIRE(scene_blank(&s, dims, N));
+    for (size_t c = 0; c < CLUSTERS; c++) {
+        const float p[3] = {(float)(c % 4) * 100.0f + 0.3f, (float)(c / 4) * 100.0f + 0.7f,
+                            dims == 3 ? (float)(c % 3) * 100.0f + 0.1f : 0.0f};
+        for (size_t i = 0; i < EACH; i++) put_box(&s, c * EACH + i, p, p);
+    }
+    uint32_t *ids = malloc(N * sizeof *ids), *order = malloc(N * sizeof *order);
+    REQUIRE(ids && order);
+    for (uint32_t i = 0; i < N; i++) order[i] = i;
+    for (int policy = 0; policy < 3; policy++) {
+        TEST_CONTEXT("%dD %d clusters of %d coincident points, %s", dims, CLUSTERS, EACH,
+                     policy_names[policy]);
+        broadphase_world *w = octree_world(dims, 2.0f, 0, 0, (broadphase_update_policy)policy);
+        REQUIRE(w);
+        CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
+        scene t;
+        const scene *now = &s;
+        for (int step = 0; step < 4; step++) {
+            pair_list want = {0};
+            naive_pairs(now, order, &want);
+            broadphase_pairs got = step_ok(w);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "clusters"));
+            free(want.data);
+            check_levels(w, 1 << dims);
+            /* More nodes than the first pool held: the build was retried with more room. */
+            if (step == 0) CHECK(stats_of(w).nodes > 10 * (N / OCTREE_LEAF_SIZE) + 64);
+            if (step == 1) {
+                /* Cluster 0 scattered over [0, 60]: one point per unit along a diagonal. */
+                REQUIRE(scene_blank(&t, dims, N));
+                for (size_t i = 0; i < N; i++) {
+                    float lo[3], hi[3], c[3], r;
+                    scene_object(&s, i, lo, hi, c, &r);
+                    if (i < EACH)
+                        for (int k = 0; k < dims; k++) lo[k] = hi[k] = (float)i * 0.9f + 0.05f;
+                    put_box(&t, i, lo, hi);
+                }
+                CHECK_EQ_INT(scene_move_in_world(&t, w, ids), BROADPHASE_OK);
+                now = &t;
+            }
+        }
+        if (now == &t) scene_free(&t);
+        broadphase_destroy(w);
+    }
+    free(ids);
+    free(order);
+    scene_free(&s);
+}
+
+TEST(octree_node_pool_grows) {
+    node_pool_grows(3);
+}
+
+TEST(quadtree_node_pool_grows) {
+    node_pool_grows(2);
+}
+
 TEST(octree_depth_limits) {
     depth_limits(3);
 }
@@ -1539,7 +1604,8 @@ TEST(quadtree_flat_search_equals_brute_force) {
     flat_search(2);
 }
 
-TEST_MAIN(TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2d),
+TEST_MAIN(TEST_ENTRY(octree_node_pool_grows), TEST_ENTRY(quadtree_node_pool_grows),
+          TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2d),
           TEST_ENTRY(octree_slow_drift), TEST_ENTRY(quadtree_slow_drift),
           TEST_ENTRY(octree_objects_larger_than_root),
           TEST_ENTRY(quadtree_objects_larger_than_root), TEST_ENTRY(octree_root_grows_outward),
