@@ -22,12 +22,12 @@
 #define DEAD TREE_DEAD
 
 enum {
-    TASK_CUTOFF = 8192, /* build subtrees larger than this as separate tasks */
-    JOB_OBJECTS = 4096, /* subtrees up to this many objects are one search job */
-    OWN_PIECE = 512,    /* a large node's own objects are searched in pieces this big */
-    SLOT_CHUNK = 16384, /* objects per chunk in the passes over ids and slots, at most */
-    SMALL_CHUNK = 4096, /* ... and at least, from SMALL_FROM slots (slot_chunk_size) */
-    SMALL_FROM = 65536,
+    TASK_CUTOFF = 8192,     /* build subtrees larger than this as separate tasks */
+    JOB_OBJECTS = 4096,     /* subtrees up to this many objects are one search job */
+    OWN_PIECE = 512,        /* a large node's own objects are searched in pieces this big */
+    SLOT_CHUNK = 16384,     /* objects per chunk in the passes over ids and slots, at most */
+    SMALL_CHUNK = 4096,     /* ... and at least, from SMALL_FROM slots (slot_chunk_size) */
+    SMALL_FROM = 65536,     /* objects from which chunks go below the largest size */
     NODE_CHUNK = 4096,      /* nodes per chunk in the parallel passes over nodes, at most */
     NODE_SMALL_CHUNK = 512, /* ... and at least */
     MIN_NODE_CAPACITY = 64, /* nodes reserved at least */
@@ -457,7 +457,7 @@ static void slot_chunk_positions(const kdtree *t, size_t chunk, size_t chunks, u
 /* Ids or slots per chunk: SLOT_CHUNK, and below it, so that every worker has chunks to balance,
  * from SMALL_FROM slots on. Fewer slots stay in chunks of SLOT_CHUNK: a tree of 1e4 cut in three
  * chunks on two workers left half the boxes in the other core's cache, and the next move waited
- * for them (move 0.042 -> 0.082 ms, update 0.239 -> 0.249, perf/NOTES.md row 115). */
+ * for them (move 0.042 -> 0.082 ms at 1e4 on two threads, perf/NOTES.md row 115a). */
 static size_t slot_chunk_size(size_t slots, int workers) {
     return threads_chunk_size(slots, workers, slots < SMALL_FROM ? SLOT_CHUNK : SMALL_CHUNK,
                               SLOT_CHUNK);
@@ -638,7 +638,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     const broadphase_world *w = c->w;
     kdtree *t = c->t;
     int b = t->slots.cur, dims = w->config.dimensions;
-    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
+    size_t begin = chunk * t->slot_chunk, end = begin + t->slot_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
@@ -674,7 +674,7 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     kdtree *t = c->t;
-    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
+    size_t begin = chunk * t->slot_chunk, end = begin + t->slot_chunk;
     if (end > t->slots.count) end = t->slots.count;
     tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
 }

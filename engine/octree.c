@@ -138,7 +138,7 @@ typedef struct octree {
     size_t *chunk_count;
     size_t refit_chunk;  /* slots per chunk in this refit's passes (refit_chunk_size) */
     size_t id_chunk;     /* ids per chunk in the build's passes over ids */
-    size_t node_chunk;   /* nodes per chunk in the passes over nodes (node_chunk_size) */
+    size_t node_chunk;   /* nodes per chunk in the passes over nodes (node_chunks) */
     float *chunk_bounds; /* 6 per chunk */
     size_t chunk_capacity, chunk_bounds_capacity;
 
@@ -453,7 +453,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
     tree_ctx *c = p;
     const broadphase_world *w = c->w;
     const octree *t = c->t;
-    size_t begin = chunk * c->t->id_chunk, end = begin + c->t->id_chunk;
+    size_t begin = chunk * t->id_chunk, end = begin + t->id_chunk;
     if (end > w->id_end) end = w->id_end;
     size_t at = t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
