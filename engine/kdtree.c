@@ -972,7 +972,7 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
      * every pass is parallel, over nodes or over moves. */
     threads_for_chunks(w->workers, node_chunk_count, start_counts, &c);
     c.moves = count;
-    size_t move_chunks = (count + MOVE_CHUNK - 1) / MOVE_CHUNK;
+    size_t move_chunks = threads_chunk_count(count, MOVE_CHUNK);
     threads_for_chunks(w->workers, move_chunks, count_moves, &c);
     uint32_t most = c.most;
     /* The resort's room for one node's arrivals, in every worker, grown here in powers of two

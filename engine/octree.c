@@ -1242,7 +1242,7 @@ static size_t refit_chunk_size(size_t slots, int workers) {
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
 static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
-    size_t chunks = (t->slots.count + t->refit_chunk - 1) / t->refit_chunk;
+    size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
     size_t need = t->slots.count + w->added_count + 1;
     if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||

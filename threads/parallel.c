@@ -134,8 +134,7 @@ void threads_for_ranges(int workers, size_t count, size_t grain, threads_range_f
     if (count == 0) return;
     if (grain == 0) grain = 1;
     threads_ranges r = {count, grain, fn, ctx};
-    size_t chunk_count = count / grain + (count % grain != 0);
-    threads_for_chunks(workers, chunk_count, threads_range_chunk, &r);
+    threads_for_chunks(workers, threads_chunk_count(count, grain), threads_range_chunk, &r);
 }
 
 size_t threads_chunk_size(size_t count, int workers, size_t smallest, size_t largest) {
