@@ -256,6 +256,55 @@ TEST(tasks_recursive_sum_matches_serial) {
     free(values);
 }
 
+/* One thread spawns thousands of small tasks while the others run them. libomp then recycles a
+ * task's descriptor, freed by the worker that ran it, into the spawner's next task: under
+ * ThreadSanitizer that reported a race on every run until threads_spawn read its copies
+ * uninstrumented (NOTES, row 120). Each task owns one slot; each slot must be filled once. */
+typedef struct {
+    uint32_t *slots;
+    uint32_t index;
+} bulk_task;
+
+static void bulk_task_run(void *ctx, int worker) {
+    (void)worker;
+    bulk_task *t = ctx;
+    t->slots[t->index] += t->index + 1;
+}
+
+typedef struct {
+    bulk_task *tasks;
+    uint32_t count;
+} bulk_root;
+
+static void bulk_root_run(void *ctx, int worker) {
+    (void)worker;
+    bulk_root *r = ctx;
+    for (uint32_t i = 0; i < r->count; i++) {
+        threads_spawn(bulk_task_run, &r->tasks[i]);
+        if (i % 64 == 63) threads_wait_children();
+    }
+    threads_wait_children();
+}
+
+TEST(tasks_spawned_in_bulk_from_one_thread) {
+    enum { N = 20000 };
+    uint32_t *slots = malloc(N * sizeof *slots);
+    bulk_task *tasks = malloc(N * sizeof *tasks);
+    REQUIRE(slots && tasks);
+    for (int w = 0; w < WORKER_COUNTS; w++) {
+        TEST_CONTEXT("workers=%d", worker_counts[w]);
+        memset(slots, 0, N * sizeof *slots);
+        for (uint32_t i = 0; i < N; i++) tasks[i] = (bulk_task){slots, i};
+        bulk_root root = {tasks, N};
+        threads_run_tasks(worker_counts[w], bulk_root_run, &root);
+        uint32_t wrong = 0;
+        for (uint32_t i = 0; i < N; i++) wrong += slots[i] != i + 1;
+        CHECK_EQ_INT((int)wrong, 0);
+    }
+    free(tasks);
+    free(slots);
+}
+
 /* ---- scratch ------------------------------------------------------------------------------- */
 
 TEST(scratch_slots_distinct_aligned_and_kept_on_growth) {
@@ -627,6 +676,7 @@ TEST_MAIN(TEST_ENTRY(for_chunks_visits_each_chunk_once),
           TEST_ENTRY(chunk_size_gives_each_worker_chunks),
           TEST_ENTRY(for_chunks_nested_runs_on_caller), TEST_ENTRY(worker_index_and_resolve),
           TEST_ENTRY(tasks_recursive_sum_matches_serial),
+          TEST_ENTRY(tasks_spawned_in_bulk_from_one_thread),
           TEST_ENTRY(scratch_slots_distinct_aligned_and_kept_on_growth),
           TEST_ENTRY(scratch_stops_allocating_in_steady_state),
           TEST_ENTRY(exclusive_scan_matches_serial), TEST_ENTRY(radix_sort_matches_qsort),
