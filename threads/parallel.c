@@ -187,19 +187,15 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
  * thousand tasks from one thread while another runs them (NOTES, row 120). Reading the two copies
  * here, uninstrumented, removes only those reads; everything fn does through ctx is checked, and
  * Archer's task-start edge still orders it after the spawn. */
-__attribute__((no_sanitize("thread"), noinline)) static void
-threads_take_task(threads_task_fn *const *fn, void *const *ctx, threads_task_fn **fn_out,
-                  void **ctx_out) {
-    *fn_out = *fn;
-    *ctx_out = *ctx;
-}
+#define THREADS_TAKE_TASK __attribute__((no_sanitize("thread"), noinline))
 #else
-static inline void threads_take_task(threads_task_fn *const *fn, void *const *ctx,
-                                     threads_task_fn **fn_out, void **ctx_out) {
+#define THREADS_TAKE_TASK inline
+#endif
+static THREADS_TAKE_TASK void threads_take_task(threads_task_fn *const *fn, void *const *ctx,
+                                                threads_task_fn **fn_out, void **ctx_out) {
     *fn_out = *fn;
     *ctx_out = *ctx;
 }
-#endif
 #endif
 
 void threads_spawn(threads_task_fn *fn, void *ctx) {
