@@ -129,6 +129,139 @@ TEST(trees_refit_in_chunks_equal_brute_force) {
     }
 }
 
+/* Relayouts whose moves cross the chunks of the refit's passes: every step some objects jitter
+ * across cell borders, some jump into a hot spot (crowding a leaf, which splits with arrivals),
+ * some are removed and as many added, so every step lays the slots out anew. With max_depth 1
+ * the leaves hold 4,000-5,000 objects each, more than a chunk of slots, so one leaf's movers are
+ * met by several chunks. Octree worlds at 1, 2, 3 and 8 threads against brute force. */
+static void relayout_case(int dims, size_t n, int max_depth, int frames) {
+    static const int threads[] = {1, 2, 3, 8};
+    enum { WORLDS = sizeof threads / sizeof threads[0] };
+    size_t cap = n + n / 2;
+    float side = dims == 3 ? cbrtf((float)n / 0.075f) : sqrtf((float)n / 0.3f);
+    float *box = malloc(cap * 6 * sizeof *box);
+    bool *live = calloc(cap, sizeof *live);
+    uint32_t *ids = malloc(cap * sizeof *ids), *got = malloc(cap * sizeof *got);
+    float *col = malloc(6 * cap * sizeof *col);
+    REQUIRE(box && live && ids && got && col);
+    uint64_t rng = 77 + (uint64_t)dims * 1000 + (uint64_t)max_depth;
+    broadphase_world *ref =
+        make_world(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+    broadphase_world *w[WORLDS];
+    REQUIRE(ref);
+    for (int i = 0; i < WORLDS; i++) {
+        broadphase_config c =
+            test_config(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, threads[i], 0.0f);
+        c.max_depth = max_depth;
+        REQUIRE((w[i] = make_world_from(&c)) != NULL);
+    }
+    /* Puts a box of half-extent h about c into box[id]. */
+#define PUT(id, c, h)                                                                              \
+    for (int k = 0; k < 3; k++) {                                                                  \
+        box[(size_t)(id)*6 + (size_t)k] = k < dims ? (c)[k] - (h) : 0.0f;                          \
+        box[(size_t)(id)*6 + 3 + (size_t)k] = k < dims ? (c)[k] + (h) : 0.0f;                      \
+    }
+    /* Applies a batch of ids (their boxes from box[]) to every world: add, move or remove. */
+#define APPLY(kind, count)                                                                         \
+    do {                                                                                           \
+        for (size_t q = 0; q < (count); q++)                                                       \
+            for (int k = 0; k < 6; k++)                                                            \
+                col[(size_t)k * cap + q] = box[(size_t)ids[q] * 6 + (size_t)k];                    \
+        broadphase_boxes bx = {col,           col + cap,     col + 2 * cap,                        \
+                               col + 3 * cap, col + 4 * cap, col + 5 * cap};                       \
+        broadphase_world *all[WORLDS + 1] = {ref};                                                 \
+        for (int i = 0; i < WORLDS; i++) all[i + 1] = w[i];                                        \
+        for (int i = 0; i <= WORLDS; i++) {                                                        \
+            broadphase_status st = (kind) == 0 ? broadphase_add_boxes(all[i], (count), &bx, got)   \
+                                   : (kind) == 1                                                   \
+                                       ? broadphase_move_boxes(all[i], (count), ids, &bx)          \
+                                       : broadphase_remove(all[i], (count), ids);                  \
+            CHECK_EQ_INT(st, BROADPHASE_OK);                                                       \
+            if ((kind) == 0)                                                                       \
+                for (size_t q = 0; q < (count); q++) CHECK_EQ_INT(got[q], ids[q]);                 \
+        }                                                                                          \
+    } while (0)
+    for (size_t i = 0; i < n; i++) {
+        float c[3];
+        for (int k = 0; k < 3; k++) c[k] = side * scene_uniform(&rng);
+        ids[i] = (uint32_t)i;
+        PUT(i, c, 0.5f + 0.5f * scene_uniform(&rng));
+        live[i] = true;
+    }
+    APPLY(0, n);
+    size_t high = n; /* ids handed out so far: [0, high) */
+    for (int f = 0; f < frames; f++) {
+        broadphase_pairs want = step_ok(ref);
+        for (int i = 0; i < WORLDS; i++) {
+            TEST_CONTEXT("%dD n %zu max_depth %d threads %d frame %d", dims, n, max_depth,
+                         threads[i], f);
+            broadphase_pairs p = step_ok(w[i]);
+            CHECK(pairs_equal(want.data, want.count, p.data, p.count, "relayout"));
+            broadphase_stats st;
+            broadphase_get_stats(w[i], &st);
+            CHECK_EQ_INT((int)st.rebuilds, 1);
+        }
+        TEST_CONTEXT("%dD n %zu max_depth %d frame %d: changes", dims, n, max_depth, f);
+        /* Every live object jitters; one in 100 jumps into this frame's hot spot. */
+        float spot[3];
+        for (int k = 0; k < 3; k++) spot[k] = side * (0.2f + 0.6f * scene_uniform(&rng));
+        size_t m = 0;
+        for (size_t i = 0; i < high; i++) {
+            if (!live[i]) continue;
+            float c[3], h = 0.5f * (box[i * 6 + 3] - box[i * 6]);
+            bool jump = scene_uniform(&rng) < 0.01f;
+            for (int k = 0; k < 3; k++) {
+                float at = 0.5f * (box[i * 6 + (size_t)k] + box[i * 6 + 3 + (size_t)k]);
+                at += 1.4f * (scene_uniform(&rng) - 0.5f);
+                c[k] = jump ? spot[k] + 6.0f * scene_uniform(&rng) : fminf(fmaxf(at, 0.0f), side);
+            }
+            PUT(i, c, h);
+            ids[m++] = (uint32_t)i;
+        }
+        APPLY(1, m);
+        /* One in 100 removed, then as many added (the lowest free ids come back first). */
+        m = 0;
+        for (size_t i = 0; i < high; i++)
+            if (live[i] && scene_uniform(&rng) < 0.01f) {
+                ids[m++] = (uint32_t)i;
+                live[i] = false;
+            }
+        APPLY(2, m);
+        size_t added = 0;
+        for (size_t i = 0; i < cap && added < m; i++) {
+            if (live[i]) continue;
+            float c[3];
+            bool hot = added % 2 == 0;
+            for (int k = 0; k < 3; k++)
+                c[k] = hot ? spot[k] + 6.0f * scene_uniform(&rng) : side * scene_uniform(&rng);
+            PUT(i, c, 0.5f + 0.5f * scene_uniform(&rng));
+            live[i] = true;
+            ids[added++] = (uint32_t)i;
+            if (i + 1 > high) high = i + 1;
+        }
+        APPLY(0, added);
+    }
+#undef PUT
+#undef APPLY
+    for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
+    broadphase_destroy(ref);
+    free(box);
+    free(live);
+    free(ids);
+    free(got);
+    free(col);
+}
+
+TEST(octree_relayout_across_chunks_3d) {
+    relayout_case(3, 20000, 40, 6);
+    relayout_case(3, 36000, 1, 4);
+}
+
+TEST(quadtree_relayout_across_chunks_2d) {
+    relayout_case(2, 20000, 40, 6);
+    relayout_case(2, 20000, 1, 4);
+}
+
 /* A world driven by random operations, mirrored in plain arrays for the reference. */
 typedef struct model {
     int dims;
@@ -1052,6 +1185,8 @@ TEST(pair_keys_narrow_and_wide) {
 
 TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(trees_refit_in_chunks_equal_brute_force),
+          TEST_ENTRY(octree_relayout_across_chunks_3d),
+          TEST_ENTRY(quadtree_relayout_across_chunks_2d),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
           TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
