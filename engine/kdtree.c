@@ -787,7 +787,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
     for (uint32_t i = first; i < last; i++) {
         uint32_t n = t->order[i];
         sort_run(t->moves + t->arrive_first[n], t->arrive_end[n] - t->arrive_first[n]);
-        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, n,
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, 0, n,
                        t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
                        t->arrive_end[n]);
     }

@@ -158,8 +158,8 @@ typedef struct octree {
     size_t redirected_count;
     uint32_t *splits; /* nodes to split this step */
     size_t split_count;
-    uint64_t *moves, *moves_tmp; /* destination << 32 | source (slot, or id | top bit) */
-    size_t move_capacity;
+    uint64_t *moves, *moves_tmp; /* source (slot, or entry of added | TREE_ADDED) << 32 | node */
+    size_t move_capacity, move_count, move_chunk; /* move_chunk: moves per chunk of a pass */
     uint32_t *refs, *refs_tmp; /* objects being sunk by a split: slot, or slot_count + entry */
     size_t ref_capacity;
 
@@ -1007,13 +1007,32 @@ static void tighten(size_t chunk, int worker, void *p) {
     t->chunk_count[chunk] += movers;
 }
 
+/* The chunk's movers, as moves with their halves swapped (source << 32 | destination, DEAD as
+ * node_count so that removed objects sort last), for gather_moves' sort; and each node's
+ * departures, taken off its own count by the chunk holding its first slot, which follows the
+ * node past its own end (a node's slots are consecutive), so that no two chunks write one node. */
 static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     tree_ctx *c = p;
     octree *t = c->t;
     size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
-    tree_collect_moves(t->dest, t->slot_node, begin, end, t->moves + t->chunk_count[chunk]);
+    if (begin >= end) return;
+    uint32_t nodes = (uint32_t)t->node_count;
+    uint64_t *out = t->moves_tmp + t->chunk_count[chunk];
+    /* The node this chunk begins inside of, when it began in an earlier chunk: not ours. */
+    uint32_t before =
+        begin > 0 && t->slot_node[begin - 1] == t->slot_node[begin] ? t->slot_node[begin] : NONE;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s], n = t->slot_node[s];
+        if (d == n) continue;
+        *out++ = (uint64_t)s << 32 | (d == DEAD ? nodes : d);
+        if (n != before) t->own_count[n]--;
+    }
+    uint32_t last = t->slot_node[end - 1];
+    if (last == before) return;
+    for (size_t s = end; s < t->slots.count && t->slot_node[s] == last; s++)
+        if (t->dest[s] != last) t->own_count[last]--;
 }
 
 static void count_movers(size_t chunk, int worker, void *p) {
@@ -1035,28 +1054,81 @@ static void count_movers(size_t chunk, int worker, void *p) {
     t->chunk_count[chunk] = movers;
 }
 
-/* The moves (slots whose node changes, then objects new to the tree) and every node's own count
- * and arrivals after them. */
+/* Every node's own count as laid out, no arrivals yet. */
+static void reset_counts(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    octree *t = c->t;
+    size_t end = (chunk + 1) * t->node_chunk;
+    if (end > t->node_count) end = t->node_count;
+    for (size_t n = chunk * t->node_chunk; n < end; n++) {
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrivals[n] = 0;
+        t->arrive_first[n] = 0;
+    }
+    if (end == t->node_count) t->arrive_first[end] = 0;
+}
+
+/* Each node's arrivals, from the moves sorted by destination: its run of them gives their count
+ * and where they begin, which is also where every node since the previous run begins (those
+ * with none). The chunk holding a run's first move takes the whole run. */
+static void count_arrivals(size_t chunk, int worker, void *p) {
+    (void)worker;
+    tree_ctx *c = p;
+    octree *t = c->t;
+    size_t count = t->move_count, begin = chunk * t->move_chunk, end = begin + t->move_chunk;
+    if (end > count) end = count;
+    uint32_t nodes = (uint32_t)t->node_count;
+    const uint64_t *moves = t->moves;
+    for (size_t m = begin; m < end;) {
+        uint32_t d = (uint32_t)moves[m];
+        uint32_t prev = m > 0 ? (uint32_t)moves[m - 1] : UINT32_MAX;
+        if (prev == d) {
+            m++; /* the run began in an earlier chunk */
+            continue;
+        }
+        size_t e = m + 1;
+        while (e < count && (uint32_t)moves[e] == d) e++;
+        for (uint32_t n = prev + 1; n <= d; n++) t->arrive_first[n] = (uint32_t)m;
+        if (d < nodes) {
+            t->arrivals[d] = (uint32_t)(e - m);
+            t->own_count[d] += (uint32_t)(e - m);
+            if (e == count)
+                for (uint32_t n = d + 1; n <= nodes; n++) t->arrive_first[n] = (uint32_t)e;
+        }
+        m = e;
+    }
+}
+
+/* The moves (slots whose node changes, in slot order, then objects new to the tree), sorted by
+ * destination, stably, as source << 32 | destination (removed objects last); every node's own
+ * count and arrivals; and arrive_first, where each node's arrivals begin (arrive_first[nodes]:
+ * the moves that stay in the tree). Every pass is parallel and the sort is the radix sort on the
+ * destination's bits, so no serial pass over the moves grows with the objects, and the result is
+ * the same for every worker count. */
 static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     tree_ctx c = {w, t};
+    threads_for_chunks(w->workers, node_chunks(w, t), reset_counts, &c);
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
     size_t count = movers;
-    for (size_t i = 0; i < w->added_count; i++)
-        if (t->add_dest[i] != NONE)
-            t->moves[count++] = (uint64_t)t->add_dest[i] << 32 | TREE_ADDED | (uint32_t)i;
-    for (size_t n = 0; n < t->node_count; n++) {
-        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
-        t->arrivals[n] = 0;
+    uint32_t nodes = (uint32_t)t->node_count;
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t d = t->add_dest[i];
+        if (d != NONE)
+            t->moves_tmp[count++] =
+                (uint64_t)(TREE_ADDED | (uint32_t)i) << 32 | (d == DEAD ? nodes : d);
     }
-    for (size_t m = 0; m < count; m++) {
-        uint32_t d = (uint32_t)(t->moves[m] >> 32), src = (uint32_t)t->moves[m];
-        if (!(src & TREE_ADDED)) t->own_count[t->slot_node[src]]--;
-        if (d != DEAD) {
-            t->own_count[d]++;
-            t->arrivals[d]++;
-        }
-    }
+    t->move_count = count;
+    if (count == 0) return 0;
+    int bits = 1;
+    while (bits < 32 && (nodes >> bits) != 0) bits++;
+    threads_radix_sort_u64(w->workers, t->moves_tmp, t->moves, count, bits, t->hist);
+    uint64_t *sorted = t->moves_tmp;
+    t->moves_tmp = t->moves;
+    t->moves = sorted;
+    t->move_chunk = threads_chunk_size(count, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    threads_for_chunks(w->workers, threads_chunk_count(count, t->move_chunk), count_arrivals, &c);
     return count;
 }
 
@@ -1224,9 +1296,9 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
     size_t end_node = (chunk + 1) * t->node_chunk;
     if (end_node > t->node_count) end_node = t->node_count;
     for (size_t n = chunk * t->node_chunk; n < end_node; n++)
-        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, (uint32_t)n,
-                       t->nodes[n].begin, t->nodes[n].end, t->new_begin[n], t->arrive_first[n],
-                       t->arrive_first[n + 1]);
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, 32,
+                       (uint32_t)n, t->nodes[n].begin, t->nodes[n].end, t->new_begin[n],
+                       t->arrive_first[n], t->arrive_first[n + 1]);
 }
 
 /* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else up to
@@ -1316,45 +1388,17 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     restructure(w, t, 0);
     bool changed = t->redirected_count > 0;
     if (t->split_count > 0) {
-        /* The arrivals of each crowded node, grouped in one counting pass: a node is crowded
-         * when its entry in arrive_first (scratch here) points back at it in splits. */
+        /* Each crowded node's objects: those staying, then its arrivals (one run of the moves,
+         * which gather_moves sorted by destination). */
         for (size_t i = 0; i < t->split_count; i++) {
-            t->arrive_first[t->splits[i]] = (uint32_t)i;
-            t->new_begin[i] = 0;
-        }
-        for (size_t m = 0; m < count; m++) {
-            uint32_t d = (uint32_t)(t->moves[m] >> 32);
-            if (d == DEAD) continue;
-            uint32_t i = t->arrive_first[d];
-            if (i < t->split_count && t->splits[i] == d) {
-                t->new_begin[i]++;
-            }
-        }
-        uint32_t at = 0;
-        for (size_t i = 0; i < t->split_count; i++) {
-            uint32_t k = t->new_begin[i];
-            t->new_begin[i] = at;
-            at += k;
-        }
-        t->new_begin[t->split_count] = at;
-        for (size_t m = 0; m < count; m++) {
-            uint32_t d = (uint32_t)(t->moves[m] >> 32);
-            if (d == DEAD) continue;
-            uint32_t i = t->arrive_first[d];
-            if (i < t->split_count && t->splits[i] == d) {
-                uint32_t src = (uint32_t)t->moves[m];
-                t->moves_tmp[t->new_begin[i]++] =
-                    src & TREE_ADDED ? t->slots.count + (src & ~TREE_ADDED) : src;
-            }
-        }
-        uint32_t first = 0;
-        for (size_t i = 0; i < t->split_count; i++) {
-            uint32_t n = t->splits[i], last = t->new_begin[i];
+            uint32_t n = t->splits[i];
             uint32_t k = 0;
             for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
                 if (t->dest[s] == n) t->refs[k++] = s;
-            for (uint32_t a = first; a < last; a++) t->refs[k++] = (uint32_t)t->moves_tmp[a];
-            first = last;
+            for (uint32_t a = t->arrive_first[n]; a < t->arrive_first[n] + t->arrivals[n]; a++) {
+                uint32_t src = (uint32_t)(t->moves[a] >> 32);
+                t->refs[k++] = src & TREE_ADDED ? t->slots.count + (src & ~TREE_ADDED) : src;
+            }
             if (!split(w, t, n, t->refs, t->refs_tmp, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
         }
         changed = true;
@@ -1376,12 +1420,6 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
 
     size_t nodes = t->node_count;
     if (count > 0) {
-        /* Arrivals grouped by node in one stable counting pass. */
-        memcpy(t->arrive_first, t->arrivals, nodes * sizeof(uint32_t));
-        tree_group_moves(t->moves, t->moves_tmp, count, t->arrive_first, nodes);
-        uint64_t *sorted = t->moves_tmp;
-        t->moves_tmp = t->moves;
-        t->moves = sorted;
         uint32_t total = relayout(t, 0, 0);
         threads_for_chunks(w->workers, node_chunks(w, t), copy_nodes, &c);
         /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside

@@ -282,25 +282,6 @@ void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t 
         if (dest[s] != slot_node[s]) *out++ = (uint64_t)dest[s] << 32 | s;
 }
 
-void tree_group_moves(const uint64_t *moves, uint64_t *tmp, size_t count, uint32_t *arrive_first,
-                      size_t nodes) {
-    uint32_t at = 0;
-    for (size_t n = 0; n < nodes; n++) {
-        uint32_t k = arrive_first[n];
-        arrive_first[n] = at;
-        at += k;
-    }
-    arrive_first[nodes] = at;
-    /* Each node's cursor ends where the next node's run starts, so shifting the cursors by one
-     * node restores the starts. */
-    for (size_t m = 0; m < count; m++) {
-        uint32_t d = (uint32_t)(moves[m] >> 32);
-        if (d != TREE_DEAD) tmp[arrive_first[d]++] = moves[m];
-    }
-    for (size_t n = nodes; n > 0; n--) arrive_first[n] = arrive_first[n - 1];
-    arrive_first[0] = 0;
-}
-
 enum { COPY_RUN_MIN = 16 }; /* shorter runs of staying slots are copied slot by slot */
 
 /* Slots [s, e) of `from` to dst.. of `to`: long runs column by column (memcpy streams), short
@@ -328,8 +309,9 @@ static void copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, ui
 }
 
 void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *dest,
-                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves, uint32_t n,
-                    uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last) {
+                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves,
+                    unsigned src_shift, uint32_t n, uint32_t begin, uint32_t end, uint32_t dst,
+                    size_t first, size_t last) {
     int from = t->cur, to = 1 - t->cur;
     /* The slots that stay come in long runs (few objects leave a node in one step): each run
      * is copied whole; between runs, removed objects lose their node. */
@@ -345,7 +327,7 @@ void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *de
         s = e;
     }
     for (size_t m = first; m < last; m++) {
-        uint32_t src = (uint32_t)moves[m];
+        uint32_t src = (uint32_t)(moves[m] >> src_shift);
         bool added = src & TREE_ADDED;
         uint32_t s = src & ~TREE_ADDED;
         uint32_t id = added ? w->added[s] : t->sid[from][s];

@@ -211,7 +211,8 @@ broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const t
 /* A slot's destination when its object was removed. */
 #define TREE_DEAD (UINT32_MAX - 1)
 /* A move is (destination node << 32 | source): the source a slot, or TREE_ADDED | i for entry i
- * of w->added (an object new to the tree). */
+ * of w->added (an object new to the tree). The octree sorts its moves with the halves swapped
+ * (tree_copy_node's src_shift says which half holds the source). */
 #define TREE_ADDED 0x80000000u
 
 /* node_of (by id: the node holding it, WORLD_NONE when not in the tree) covering every id handed
@@ -222,17 +223,14 @@ void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of);
 /* The slots in [begin, end) whose dest differs from slot_node, as moves, in slot order. */
 void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
                         uint64_t *out);
-/* Groups moves[0, count) by destination into tmp, stably, dropping TREE_DEAD ones (a counting
- * sort). arrive_first holds each node's arrivals on entry and the first of its moves on return,
- * with arrive_first[nodes] = the total. */
-void tree_group_moves(const uint64_t *moves, uint64_t *tmp, size_t count, uint32_t *arrive_first,
-                      size_t nodes);
 /* Copies node n's objects into the other slot buffer from dst: those of its old slots
- * [begin, end) that stay (dest == n), then its arrivals moves[first, last); updates slot_node
- * and node_of, and marks removed objects absent. */
+ * [begin, end) that stay (dest == n), then its arrivals moves[first, last), whose sources are
+ * bits [src_shift, src_shift + 32) of each move; updates slot_node and node_of, and marks removed
+ * objects absent. */
 void tree_copy_node(const broadphase_world *w, tree_slots *s, const uint32_t *dest,
-                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves, uint32_t n,
-                    uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last);
+                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves,
+                    unsigned src_shift, uint32_t n, uint32_t begin, uint32_t end, uint32_t dst,
+                    size_t first, size_t last);
 
 /* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
  * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the
