@@ -34,10 +34,16 @@ typedef enum bench_variant {
     VARIANT_ALL_IN_TREE,
     VARIANT_MOVERS_ONLY,
     VARIANT_NO_REST,
-    VARIANT_REST
+    VARIANT_REST,
+    VARIANT_CHURN
 } bench_variant;
-static const char *const variant_suffix[] = {"", "_all_in_tree", "_movers_only", "_no_rest",
-                                             "_rest"};
+static const char *const variant_suffix[] = {"",         "_all_in_tree", "_movers_only",
+                                             "_no_rest", "_rest",        "_churn"};
+/* Churn cases (moving at 1e5 and 1e6, both trees, update auto): every frame, after the move, one
+ * object in CHURN_SHARE is removed and added again (the same box, which gets its id back: the
+ * lowest free), as a game despawns and spawns; the frame times the move, the removal, the
+ * addition and the step. */
+#define CHURN_SHARE 1000
 
 /* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
  * scene (or of plane2d, the "2d" cases) that was stepped once, one query at a time (single) or in
@@ -80,6 +86,8 @@ typedef struct bench_run {
     broadphase_world *w; /* our engines */
     peer *p;             /* a peer library */
     uint32_t *ids;
+    uint32_t *churn_ids; /* churn cases: the ids the addition hands out */
+    size_t churn_at;     /* churn cases: the first object of the next frame's window */
     /* Totals since the last bench_reset_totals, for per-frame averages. */
     size_t frames, last_pairs;
     double update_ms, search_ms, output_ms;
@@ -300,6 +308,13 @@ static void add_scene_cases(scene_kind kind, size_t count, const int *threads, i
         for (int t = 0; t < thread_count; t++) {
             add_case(kind, BENCH_BRUTE, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, count,
                      threads[t]);
+        }
+    }
+    if (kind == SCENE_MOVING && count >= 100000) {
+        for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+            for (int t = 0; t < thread_count; t++)
+                add_variant_case(kind, VARIANT_CHURN, trees[m], PEER_ENGINE_COUNT,
+                                 BROADPHASE_UPDATE_AUTO, count, threads[t]);
         }
     }
     if (!scene_is_moving(kind) && kind != SCENE_SPHERES) {
@@ -765,7 +780,8 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
     if (error_size > 0) error[0] = '\0';
     if (r->c->engine != BENCH_PEER || r->c->query == QUERY_NONE) park_release();
     if (!scene_make(&r->s, r->c->scene, r->c->count, BENCH_SEED) ||
-        !(r->ids = malloc((r->c->count ? r->c->count : 1) * sizeof *r->ids))) {
+        !(r->ids = malloc((r->c->count ? r->c->count : 1) * sizeof *r->ids)) ||
+        !(r->churn_ids = malloc((r->c->count / CHURN_SHARE + 1) * sizeof *r->churn_ids))) {
         snprintf(error, error_size, "out of memory building the scene");
         bench_teardown(r);
         return NULL;
@@ -814,10 +830,31 @@ static int peer_bench_frame(bench_run *r) {
 
 /* One frame as a user runs it: push every position (unchanged in static scenes, so the update
  * path still runs), then step. */
+/* A churn case's removal and addition: a window of CHURN_SHARE-th of the objects, further on
+ * each frame, removed and added again with the boxes they have now. */
+static broadphase_status churn(bench_run *r) {
+    const scene *s = &r->s;
+    size_t k = s->count / CHURN_SHARE;
+    if (k == 0) return BROADPHASE_OK;
+    size_t at = r->churn_at;
+    r->churn_at = at + k + k > s->count ? 0 : at + k;
+    broadphase_status st = broadphase_remove(r->w, k, r->ids + at);
+    if (st != BROADPHASE_OK) return st;
+    broadphase_boxes b = {s->min[0] + at, s->min[1] + at, s->min[2] + at,
+                          s->max[0] + at, s->max[1] + at, s->max[2] + at};
+    st = broadphase_add_boxes(r->w, k, &b, r->churn_ids);
+    /* The lowest free ids are the ones just removed, so each object gets its own back (the
+     * scene's ids ascend; another id would leave the scene's moves naming a removed one). */
+    for (size_t i = 0; st == BROADPHASE_OK && i < k; i++)
+        if (r->churn_ids[i] != r->ids[at + i]) st = BROADPHASE_ERROR_UNKNOWN_ID;
+    return st;
+}
+
 int bench_frame(bench_run *r) {
     if (r->c->query != QUERY_NONE) return query_frame(r);
     if (r->p) return peer_bench_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
+    if (st == BROADPHASE_OK && r->c->variant == VARIANT_CHURN) st = churn(r);
     broadphase_pairs pairs = {0};
     if (st == BROADPHASE_OK) st = broadphase_step(r->w, &pairs);
     broadphase_stats stats;
@@ -879,6 +916,7 @@ void bench_teardown(bench_run *r) {
     free(r->qoffsets);
     free(r->qcounts);
     free(r->ids);
+    free(r->churn_ids);
     scene_free(&r->s);
     free(r);
 }

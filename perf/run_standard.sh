@@ -18,13 +18,16 @@
 # box2d about 30 s at 1e6, the others seconds. With --floors: the cases issue 4's floors name
 # (moving at 1e4, 1e5 and 1e6 with fcl beside it, moving2d at 1e5 with box2d, mixed at 1e5,
 # dense at 2000), both trees, 1 thread and all of them, in about 2 minutes: short enough to run
-# again when the machine's cross-core round trip (recorded per case) has changed.
+# again when the machine's cross-core round trip (recorded per case) has changed. With --churn:
+# moving at N = 1e5 and 1e6 with one object in 1000 removed and added again every frame
+# (moving_churn), and without, both trees, update auto, 1 thread and all of them.
 #
-# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors] [--bench PATH]
+# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors | --churn]
+#                             [--bench PATH]
 #                             [OUT.json] [-- OPTIONS...]
 #   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
 #              bench-still.json with --still, bench-queries.json with --queries,
-#              bench-floors.json with --floors)
+#              bench-floors.json with --floors, bench-churn.json with --churn)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -44,6 +47,7 @@ while [ $# -gt 0 ]; do
     --still) mode=still ;;
     --queries) mode=queries ;;
     --floors) mode=floors ;;
+    --churn) mode=churn ;;
     --bench)
         bench=$2
         shift
@@ -90,6 +94,9 @@ elif [ "$mode" = floors ]; then
     out=${out:-perf/results/bench-floors.json}
     trees='(kdtree|octree)/auto'
     filter="^step/(moving/($trees|fcl)/n:(10000|100000|1000000)|moving2d/($trees|(kdtree|octree)/refit|box2d)/n:100000|mixed/$trees/n:100000|dense/($trees|brute)/n:2000)/threads:(1|$most)/"
+elif [ "$mode" = churn ]; then
+    out=${out:-perf/results/bench-churn.json}
+    filter="^step/moving(_churn)?/(kdtree|octree)/auto/n:(100000|1000000)/threads:(1|$most)/"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
