@@ -59,6 +59,7 @@ enum {
     LIFESPAN_FIRST = 4,     /* steps an emptied branch is kept the first time */
     LIFESPAN_CAP = 64,      /* the most steps it is kept, after repeated reuse */
     DEFER_SHARE = 64,       /* movers wait while they are at most 1/64 of the objects */
+    TIGHTEN_EVERY = 8,      /* relayouts for added objects alone that tighten: 1 in this many */
     FLAT_JOBS_LEAST = 64,   /* the flat search's jobs: runs of leaves holding 1/64 of the */
     FLAT_JOB_MIN = 256,     /* objects, but at least this many */
     FLAT_JOB_MAX = 2048,    /* and at most this many */
@@ -168,6 +169,7 @@ typedef struct octree {
     tree_workers workers;
 
     bool built, escaped, urgent; /* urgent: some object must change node this step */
+    uint32_t untightened;        /* relayouts since the last that tightened the leaves */
     bool built_empty;            /* the last update was a build of no objects (see tree_idle) */
     double search_end_ms;
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
@@ -1381,7 +1383,14 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
         w->stats.refits++;
         return BROADPHASE_OK;
     }
-    threads_for_chunks(w->workers, chunks, tighten, &c);
+    /* A relayout for added objects alone (the movers still few enough to wait) tightens only
+     * every TIGHTEN_EVERY-th time: run at every step that adds, tightening moved objects between
+     * leaves at each and the flat list was made again at most of them (NOTES, row 133); never
+     * run, leaves would loosen to their regions. */
+    if (t->urgent || pending > t->slots.count / DEFER_SHARE || ++t->untightened >= TIGHTEN_EVERY) {
+        threads_for_chunks(w->workers, chunks, tighten, &c);
+        t->untightened = 0;
+    }
     size_t count = gather_moves(w, t, chunks);
     t->split_count = 0;
     t->redirected_count = 0;

@@ -253,12 +253,12 @@ static void relayout_case(int dims, size_t n, int max_depth, int frames) {
 }
 
 TEST(octree_relayout_across_chunks_3d) {
-    relayout_case(3, 20000, 40, 6);
+    relayout_case(3, 20000, 40, 10);
     relayout_case(3, 36000, 1, 4);
 }
 
 TEST(quadtree_relayout_across_chunks_2d) {
-    relayout_case(2, 20000, 40, 6);
+    relayout_case(2, 20000, 40, 10);
     relayout_case(2, 20000, 1, 4);
 }
 
