@@ -828,8 +828,6 @@ static int peer_bench_frame(bench_run *r) {
     return (int)BROADPHASE_OK;
 }
 
-/* One frame as a user runs it: push every position (unchanged in static scenes, so the update
- * path still runs), then step. */
 /* A churn case's removal and addition: a window of CHURN_SHARE-th of the objects, further on
  * each frame, removed and added again with the boxes they have now. */
 static broadphase_status churn(bench_run *r) {
@@ -850,6 +848,8 @@ static broadphase_status churn(bench_run *r) {
     return st;
 }
 
+/* One frame as a user runs it: push every position (unchanged in static scenes, so the update
+ * path still runs), remove and add again in churn cases, then step. */
 int bench_frame(bench_run *r) {
     if (r->c->query != QUERY_NONE) return query_frame(r);
     if (r->p) return peer_bench_frame(r);
