@@ -57,15 +57,12 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
 
 bool events_fresh_reserve(broadphase_world *w, size_t need) {
     events_state *e = &w->events;
-    if (need <= e->fresh_capacity) return true;
-    size_t cap = e->fresh_capacity + e->fresh_capacity / 2;
-    if (cap < need) cap = need;
-    uint8_t *fresh = world_alloc(w, cap);
-    if (!fresh) return false;
-    memset(fresh, 0, cap);
-    world_free(w, e->fresh, e->fresh_capacity);
-    e->fresh = fresh;
-    e->fresh_capacity = cap;
+    size_t old = e->fresh_capacity;
+    if (need <= old) return true;
+    /* The marks already set (ids handed out again since the last step) are kept: a grow for a
+     * later add call must not forget that an earlier one reused an id. */
+    if (!world_grow(w, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
+    memset(e->fresh + old, 0, e->fresh_capacity - old);
     return true;
 }
 

@@ -51,20 +51,7 @@ static bool visit_view(const broadphase_world *w, const query_view *v, broadphas
         if (v->cell) { /* a tree: its nodes' bounds are measured from its slots */
             v->cell(v->structure, e.handle, out.cell_min, out.cell_max);
             slot_bounds(&n.own, n.sub_begin, n.sub_end, dims, out.bounds_min, out.bounds_max);
-        } else if (e.parent == BROADPHASE_NO_NODE) { /* a field's root: its children's union */
-            for (int k = 0; k < 3; k++) {
-                out.bounds_min[k] = INFINITY;
-                out.bounds_max[k] = -INFINITY;
-            }
-            for (int j = 0; j < n.children; j++) {
-                query_node c;
-                v->node(v->structure, n.child[j], &c);
-                for (int k = 0; k < dims; k++) {
-                    out.bounds_min[k] = fminf(out.bounds_min[k], c.lo[k]);
-                    out.bounds_max[k] = fmaxf(out.bounds_max[k], c.hi[k]);
-                }
-            }
-        } else {
+        } else { /* a field: its nodes' bounds, the root's too (the top level's union) */
             memcpy(out.bounds_min, n.lo, sizeof n.lo);
             memcpy(out.bounds_max, n.hi, sizeof n.hi);
         }

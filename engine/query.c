@@ -20,6 +20,7 @@
 #include "tree.h"
 #include "world.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,24 @@ static void offer(const broadphase_world *w, const query *q, query_out *o, uint3
 
 enum { OUTSIDE, PARTIAL, INSIDE };
 
+/* A sphere's box is kept within the float range (world_round_down), so a sphere reaching past
+ * FLT_MAX has a box that ends at FLT_MAX while its ball goes on. A box query, a ball query, a
+ * point and a nearest search meet such a ball within the float range if at all (their regions
+ * are finite, and the nearest point of a ball lies between the query and its centre); a pair
+ * likewise. A ray or a half-space can meet it beyond FLT_MAX only: for them a bound at
+ * -FLT_MAX or FLT_MAX reads as unbounded (a box that really ends there is then tested
+ * exactly). True when some bound reaches the range's end. */
+static bool unclamp(const float lo[3], const float hi[3], int dims, float ulo[3], float uhi[3]) {
+    bool any = false;
+    for (int k = 0; k < 3; k++) {
+        bool l = k < dims && lo[k] <= -FLT_MAX, h = k < dims && hi[k] >= FLT_MAX;
+        ulo[k] = l ? -INFINITY : lo[k];
+        uhi[k] = h ? INFINITY : hi[k];
+        any |= l | h;
+    }
+    return any;
+}
+
 /* The query against bounds that contain every object under a node; *key: the least entry t of a
  * ray or the least squared distance, rounded as the results are (0 otherwise). */
 static int classify(const query *q, const float lo[3], const float hi[3], double *key) {
@@ -306,12 +325,18 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
         if (qm_box_dist2(q->c, lo, hi, dims) > r2) return OUTSIDE;
         return qm_box_far2(q->c, lo, hi, dims) <= r2 ? INSIDE : PARTIAL;
     }
-    case QUERY_PLANES:
-        if (!qm_planes_box(q->planes, q->plane_count, lo, hi, dims)) return OUTSIDE;
+    case QUERY_PLANES: {
+        float ulo[3], uhi[3];
+        unclamp(lo, hi, dims, ulo, uhi);
+        if (!qm_planes_box(q->planes, q->plane_count, ulo, uhi, dims)) return OUTSIDE;
+        /* every point of the bounds inside: so is the centre of every ball under them */
         return qm_planes_box_inside(q->planes, q->plane_count, lo, hi, dims) ? INSIDE : PARTIAL;
+    }
     case QUERY_RAY: {
         double t;
-        if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) return OUTSIDE;
+        float ulo[3], uhi[3];
+        unclamp(lo, hi, dims, ulo, uhi);
+        if (!qm_ray_box(&q->ray, ulo, uhi, dims, q->ray.max_t, &t)) return OUTSIDE;
         *key = (float)t;
         return PARTIAL;
     }
@@ -364,8 +389,8 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
         for (int k = 0; k < dims; k++) {
             double a = q->ray.o[k], z = q->ray.o[k] + q->ray.d[k] * t;
             double mn = a < z ? a : z, mx = a < z ? z : a;
-            lo[k] = world_next_down((float)mn);
-            hi[k] = world_next_up((float)mx);
+            lo[k] = world_round_down(mn);
+            hi[k] = world_round_up(mx);
         }
         return true;
     }
@@ -374,8 +399,8 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
          * covers squared distances that underflowed to 0) */
         double r = sqrt((double)world_next_up((float)o->bound)) * (1.0 + 1e-6);
         for (int k = 0; k < dims; k++) {
-            lo[k] = world_next_down((float)((double)q->p[k] - r));
-            hi[k] = world_next_up((float)((double)q->p[k] + r));
+            lo[k] = world_round_down((double)q->p[k] - r);
+            hi[k] = world_round_up((double)q->p[k] + r);
         }
         return true;
     }
@@ -425,22 +450,27 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
     simd_ray kr = q->kray;
     if (q->closest && o->bound < (double)kr.max_t) kr.max_t = (float)o->bound;
     uint32_t kept[PIECE + SIMD_PAD];
+    /* the float filter knows nothing of bounds at the float range's end (unclamp) */
+    float ulo[3], uhi[3];
+    bool filter = q->kray_ok && !unclamp(n->own_lo, n->own_hi, dims, ulo, uhi);
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
         size_t h = 0;
-        if (q->kray_ok)
+        if (filter)
             h = simd_ray_vs_boxes(&kr, &n->own, s, e, dims, kept);
         else
             for (uint32_t i = s; i < e; i++) kept[h++] = i;
         for (size_t j = 0; j < h; j++) {
             float lo[3], hi[3];
             box_at(&n->own, kept[j], dims, lo, hi);
+            /* an entry reaching the range's end: a filter only (its t at most the object's) */
+            bool far = unclamp(lo, hi, dims, lo, hi);
             double t;
             if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
             if (q->closest && (double)(float)t > o->bound) continue;
             uint32_t id = n->own_id[kept[j]];
             if (!member(w, m, id)) continue;
-            if (is_box(w, id))
+            if (is_box(w, id) && !far)
                 put_hit(q, o, id, t);
             else
                 offer(w, q, o, id);
@@ -498,6 +528,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     float lo[3], hi[3]; /* planes */
     for (uint32_t i = begin; i < end; i++) {
         box_at(b, i, dims, lo, hi);
+        unclamp(lo, hi, dims, lo, hi); /* a filter: offer() tests the object itself */
         uint32_t id = n->own_id[i];
         if (qm_planes_box(q->planes, q->plane_count, lo, hi, dims) && member(w, m, id))
             offer(w, q, o, id);
@@ -722,8 +753,8 @@ static broadphase_status make_sphere(query *q, int dims, const float c[3], float
     for (int k = 0; k < dims; k++) {
         q->c[k] = c[k];
         /* widened outward, so that the kernel's float test keeps all the exact test takes */
-        q->lo[k] = world_next_down(c[k] - r);
-        q->hi[k] = world_next_up(c[k] + r);
+        q->lo[k] = world_round_down((double)c[k] - r);
+        q->hi[k] = world_round_up((double)c[k] + r);
     }
     return BROADPHASE_OK;
 }

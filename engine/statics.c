@@ -414,7 +414,7 @@ enum {
 };
 
 /* The fat box's margin on every axis, as a fraction of the box's largest side. */
-#define CACHE_MARGIN 0.5f
+#define CACHE_MARGIN 0.5
 
 typedef struct collected {
     uint32_t *out;
@@ -447,16 +447,21 @@ static bool cache_inside(const statics_cache_entry *e, const float qmin[3], cons
     return in;
 }
 
-/* Entry e's fat box, around the box (qmin, qmax), for the field as it is. */
+/* Entry e's fat box, around the box (qmin, qmax), for the field as it is. Kept finite (see
+ * world_round_down): an object longer than FLT_MAX would otherwise get a fat box from -inf to
+ * +inf, which the fill's walk finds overlapping the sentinels of the pyramid's blocks. */
 static void cache_fat(const query_ctx *c, statics_cache_entry *e, const float qmin[3],
                       const float qmax[3]) {
     int dims = c->w->config.dimensions;
-    float side = 0.0f;
-    for (int k = 0; k < dims; k++) side = qmax[k] - qmin[k] > side ? qmax[k] - qmin[k] : side;
-    float m = side * CACHE_MARGIN;
+    double side = 0.0;
+    for (int k = 0; k < dims; k++) {
+        double s = (double)qmax[k] - (double)qmin[k];
+        side = s > side ? s : side;
+    }
+    double m = side * CACHE_MARGIN;
     for (int k = 0; k < 3; k++) {
-        e->fat[k] = k < dims ? qmin[k] - m : qmin[k];
-        e->fat[3 + k] = k < dims ? qmax[k] + m : qmax[k];
+        e->fat[k] = k < dims ? world_round_down((double)qmin[k] - m) : qmin[k];
+        e->fat[3 + k] = k < dims ? world_round_up((double)qmax[k] + m) : qmax[k];
     }
     e->generation = c->f->rebuilds;
 }
@@ -706,6 +711,22 @@ void statics_release(broadphase_world *w) {
 
 /* ---- the queries' view (query.h) ----------------------------------------------------------- */
 
+/* The root's bounds: the union of the top level's entries (at most 8), so the objects' own
+ * boxes when the field fits in one block (a root with no entry below it to take the union of).
+ * The blocks' sentinels (min +inf, max -inf) change nothing. */
+static void top_bounds(const statics_field *f, float lo[3], float hi[3]) {
+    const statics_level *top = &f->level[f->levels - 1];
+    for (int k = 0; k < 3; k++) {
+        lo[k] = INFINITY;
+        hi[k] = -INFINITY;
+        for (size_t j = 0; j < top->count; j++) {
+            const float *e = entry_at(top, j);
+            lo[k] = e[8 * k] < lo[k] ? e[8 * k] : lo[k];
+            hi[k] = e[24 + 8 * k] > hi[k] ? e[24 + 8 * k] : hi[k];
+        }
+    }
+}
+
 /* Node handles: level << 32 | entry; level == levels is a root above the top level's entries.
  * Entry i of level l bounds the objects at positions [i * 8^l, (i + 1) * 8^l) of level 0. */
 static void query_node_of(const void *p, uint64_t handle, query_node *out) {
@@ -719,10 +740,7 @@ static void query_node_of(const void *p, uint64_t handle, query_node *out) {
     uint64_t span = 1;
     for (int j = 0; j < l && span < n0; j++) span *= 8;
     if (l == f->levels) {
-        for (int k = 0; k < 3; k++) {
-            out->lo[k] = -INFINITY;
-            out->hi[k] = INFINITY;
-        }
+        top_bounds(f, out->lo, out->hi);
         i = 0;
     } else {
         const float *e = entry_at(&f->level[l], i);
@@ -751,10 +769,7 @@ static void bounds_of(const void *p, uint64_t handle, float lo[3], float hi[3]) 
     const statics_field *f = p;
     int l = (int)(handle >> 32);
     if (l == f->levels) {
-        for (int k = 0; k < 3; k++) {
-            lo[k] = -INFINITY;
-            hi[k] = INFINITY;
-        }
+        top_bounds(f, lo, hi);
         return;
     }
     const float *e = entry_at(&f->level[l], (uint32_t)handle);

@@ -601,13 +601,11 @@ static broadphase_status check_move(broadphase_world *w, size_t count, const uin
  * that it contains every point the exact (double precision) test can accept. */
 static void sphere_extent(float c, float r, float *lo, float *hi) {
     double m = (double)r * (1.0 + 0x1p-10);
-    double l = (double)c - m, h = (double)c + m;
     /* One step outward, whichever way the conversion rounded: a branch on that mispredicts
      * half the time (moving 1M spheres took 17 ms on two threads with it); one ulp looser is
      * still a bounding box. */
-    float fl = world_next_down((float)l), fh = world_next_up((float)h);
-    *lo = fl < -FLT_MAX ? -FLT_MAX : (fl > FLT_MAX ? FLT_MAX : fl);
-    *hi = fh > FLT_MAX ? FLT_MAX : (fh < -FLT_MAX ? -FLT_MAX : fh);
+    *lo = world_round_down((double)c - m);
+    *hi = world_round_up((double)c + m);
 }
 
 /* 1 when object id, just changed, is static or at rest: note_moves looks at it after the batch. */

@@ -10,6 +10,7 @@
 #include "rest.h"
 #include "statics.h"
 
+#include <float.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -158,6 +159,22 @@ static inline float world_next_down(float x) {
 /* nextafterf(x, INFINITY) for x not NaN. */
 static inline float world_next_up(float x) {
     return -world_next_down(-x);
+}
+
+/* x rounded down (world_round_down) or up (world_round_up) to a float one step further out, and
+ * kept within [-FLT_MAX, FLT_MAX]. Every bound the engine derives from the coordinates (a
+ * sphere's box, a query ball's box, a ray's or a nearest search's reach, a box grown by a
+ * margin) goes through these: an overflow there would give an infinite bound, and a query box
+ * reaching -inf and +inf on every axis overlaps the sentinels (min +inf, max -inf) that pad the
+ * box columns and the fields' blocks, which then read as objects. Every finite coordinate lies
+ * within the clamped range, so the clamp changes no test of a real entry. */
+static inline float world_round_down(double x) {
+    float f = world_next_down((float)x);
+    return f < -FLT_MAX ? -FLT_MAX : (f > FLT_MAX ? FLT_MAX : f);
+}
+
+static inline float world_round_up(double x) {
+    return -world_round_down(-x);
 }
 
 /* Milliseconds on a monotonic clock. */

@@ -5,6 +5,7 @@
 
 #include "broadphase.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ static const char *const scene_names[SCENE_KIND_COUNT] = {
     [SCENE_HUGE] = "huge",
     [SCENE_TINY] = "tiny",
     [SCENE_FAR] = "far",
+    [SCENE_EDGE] = "edge",
+    [SCENE_EDGE2D] = "edge2d",
     [SCENE_STATIC_WORLD] = "static_world",
     [SCENE_SLEEPING] = "sleeping",
 };
@@ -113,7 +116,10 @@ static bool scene_moves_some(scene_kind kind) {
 }
 
 static int scene_dimensions(scene_kind kind) {
-    return kind == SCENE_PLANE2D || kind == SCENE_MOVING2D || kind == SCENE_SHAPES2D ? 2 : 3;
+    return kind == SCENE_PLANE2D || kind == SCENE_MOVING2D || kind == SCENE_SHAPES2D ||
+                   kind == SCENE_EDGE2D
+               ? 2
+               : 3;
 }
 
 static bool scene_has_spheres(scene_kind kind) {
@@ -121,7 +127,8 @@ static bool scene_has_spheres(scene_kind kind) {
 }
 
 static bool scene_is_mixed_shapes(scene_kind kind) {
-    return kind == SCENE_SHAPES || kind == SCENE_SHAPES2D || kind == SCENE_FAR;
+    return kind == SCENE_SHAPES || kind == SCENE_SHAPES2D || kind == SCENE_FAR ||
+           kind == SCENE_EDGE || kind == SCENE_EDGE2D;
 }
 
 static float *alloc_floats(size_t count) {
@@ -297,6 +304,57 @@ static void scale_scene(scene *s, float factor) {
     s->world_size *= factor;
 }
 
+/* The edge scenes' half-range: centres in [-EDGE_RANGE, EDGE_RANGE). */
+#define EDGE_RANGE 2.8e38
+
+static float clip_to_floats(double v) {
+    return v < -FLT_MAX ? -FLT_MAX : v > FLT_MAX ? FLT_MAX : (float)v;
+}
+
+/* Maps a shapes scene over [0, L) onto the float range's end (scenes.h: SCENE_EDGE), then makes
+ * every 16th object from the 3rd (spheres) and from the 6th (boxes) longer than FLT_MAX. */
+static void to_float_edge(scene *s) {
+    double side = s->world_size > 0.0f ? s->world_size : 1.0, f = 2.0 * EDGE_RANGE / side;
+    int dims = s->dimensions;
+    for (size_t i = 0; i < s->count; i++) {
+        double c[3] = {0, 0, 0}, r = (double)s->radius[i] * f;
+        for (int k = 0; k < dims; k++) {
+            s->center[k][i] = (float)((double)s->center[k][i] * f - EDGE_RANGE);
+            c[k] = s->center[k][i];
+            s->min[k][i] = clip_to_floats((double)s->min[k][i] * f - EDGE_RANGE);
+            s->max[k][i] = clip_to_floats((double)s->max[k][i] * f - EDGE_RANGE);
+        }
+        size_t v = i / 16;
+        if (s->is_sphere[i] && i % 16 == 3) {
+            r = v % 3 == 0 ? FLT_MAX : v % 3 == 1 ? 0.7 * FLT_MAX : 0.5 * FLT_MAX;
+        } else if (!s->is_sphere[i] && i % 16 == 6) {
+            for (int k = 0; k < dims; k++) {
+                int axis = (int)(v / 4 % (size_t)dims);
+                if (v % 4 == 0 && k == axis) {
+                    s->min[k][i] = -FLT_MAX;
+                    s->max[k][i] = FLT_MAX;
+                } else if (v % 4 == 1) {
+                    s->min[k][i] = -1.71e38f;
+                    s->max[k][i] = 1.71e38f;
+                } else if (v % 4 == 2) {
+                    s->min[k][i] = -FLT_MAX;
+                    s->max[k][i] = s->center[k][i];
+                } else if (v % 4 == 3) {
+                    s->min[k][i] = s->center[k][i];
+                    s->max[k][i] = FLT_MAX;
+                }
+            }
+        }
+        if (!s->is_sphere[i]) continue;
+        s->radius[i] = (float)r; /* finite: r < f < FLT_MAX for every scene size (L > 2) */
+        for (int k = 0; k < dims; k++) {
+            s->min[k][i] = clip_to_floats(round_down(c[k] - (double)s->radius[i]));
+            s->max[k][i] = clip_to_floats(round_up(c[k] + (double)s->radius[i]));
+        }
+    }
+    s->world_size = (float)EDGE_RANGE;
+}
+
 bool scene_make(scene *s, scene_kind kind, size_t count, uint64_t seed) {
     memset(s, 0, sizeof *s);
     if ((unsigned)kind >= SCENE_KIND_COUNT) return false;
@@ -329,6 +387,7 @@ bool scene_make(scene *s, scene_kind kind, size_t count, uint64_t seed) {
     case SCENE_PLANE2D:
     case SCENE_MOVING2D:
     case SCENE_SHAPES2D:
+    case SCENE_EDGE2D:
     case SCENE_FLAT: /* 2D density: a flat scene is a plane in 3D */
         s->world_size = side2;
         fill_uniform(s, &rng, side2, 2);
@@ -343,6 +402,8 @@ bool scene_make(scene *s, scene_kind kind, size_t count, uint64_t seed) {
         scale_scene(s, side3 > 0.0f ? 1e30f / side3 : 1e30f);
     } else if (kind == SCENE_TINY) {
         scale_scene(s, 1e-30f);
+    } else if (kind == SCENE_EDGE || kind == SCENE_EDGE2D) {
+        to_float_edge(s);
     }
     for (size_t i = 0; i < count; i++) s->mover_count += scene_moves(kind, i, count);
     if (kind == SCENE_STATIC_WORLD) s->static_count = count - count / 101;

@@ -25,6 +25,13 @@ typedef enum scene_kind {
     SCENE_TINY,      /* uniform scene scaled so coordinates are around 1e-30 */
     SCENE_FAR, /* shapes (boxes and spheres alternating), centres moved 1e7 away from the origin
                 * on every axis: sizes about 1 where floats are 1 apart (a large world) */
+    /* Shapes at the float range's end: the shapes scene mapped onto centres in
+     * [-2.8e38, 2.8e38) (sizes scaled alike, boxes clipped to [-FLT_MAX, FLT_MAX]), and every
+     * 16th object from the 3rd and from the 6th longer than FLT_MAX on some axis: spheres of
+     * radius FLT_MAX, 0.7 FLT_MAX or 0.5 FLT_MAX, boxes from -FLT_MAX to FLT_MAX on one axis,
+     * [-1.71e38, 1.71e38] on every axis, or from either end of the range to their centre. */
+    SCENE_EDGE,
+    SCENE_EDGE2D, /* the same in 2D */
     /* Worlds where most objects stay put (issue 5's benchmarks). Only the movers move, and only
      * they are pushed to the world each frame. */
     SCENE_STATIC_WORLD, /* uniform boxes; the last n/101 move as in moving, the others are a

@@ -4,6 +4,8 @@
  * 8 threads. */
 #include "oracle.h"
 
+#include <float.h>
+
 static const size_t sizes[] = {0, 1, 2, 57, 700, 2500};
 static const int thread_counts[] = {1, 2, 3, 8};
 
@@ -408,6 +410,10 @@ TEST(statics_on_every_scene) {
     free(want.data);
 }
 
+static float within_floats(double v) {
+    return v < -FLT_MAX ? -FLT_MAX : v > FLT_MAX ? FLT_MAX : (float)v;
+}
+
 /* Shifts the scene's objects pick[0, n) by up to `step` per axis and moves them in the world (the
  * boxes and the spheres in a batch each); every fifth of them is then pushed once more with the
  * shape it now has, which must not count as a change. */
@@ -424,9 +430,10 @@ static void move_some(scene *s, broadphase_world *w, const uint32_t *ids, const 
                 if (s->is_sphere[i] != sphere || (again && j % 5 != 0)) continue;
                 for (int k = 0; k < s->dimensions && !again; k++) {
                     float d = step * (2.0f * scene_uniform(rng) - 1.0f);
-                    s->min[k][i] += d;
-                    s->max[k][i] += d;
-                    if (s->center[k]) s->center[k][i] += d;
+                    /* kept within the float range (the edge scenes reach its end) */
+                    s->min[k][i] = within_floats((double)s->min[k][i] + d);
+                    s->max[k][i] = within_floats((double)s->max[k][i] + d);
+                    if (s->center[k]) s->center[k][i] = within_floats((double)s->center[k][i] + d);
                 }
                 float lo[3], hi[3], c[3], r;
                 scene_object(s, i, lo, hi, c, &r);
@@ -598,6 +605,98 @@ TEST(statics_under_huge_movers) {
         }
     }
     free(want.data);
+}
+
+/* Issue 29's first defect, as found from outside: a field (static, or at rest) of unit boxes,
+ * then movers longer than FLT_MAX (a sphere of radius FLT_MAX at the origin, a box
+ * [-1.71e38, 1.71e38] on x, a box from -FLT_MAX to FLT_MAX on every axis), stepped. Their
+ * boxes grown by the statics cache's margin overflowed to [-inf, +inf], which overlaps the
+ * sentinels that pad the field's blocks: the walk then read blocks past the level's end (an
+ * out-of-bounds read the AddressSanitizer build reports; elsewhere the pairs came out right).
+ * Fields of 1 to 40 objects, 2D and 3D, every method, 1 and 3 threads, against the predicates. */
+TEST(fields_under_objects_longer_than_floats) {
+    enum { MOVERS = 3, MOST = 40 };
+    static const size_t field_sizes[] = {1, 8, 9, 40};
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t fi = 0; fi < sizeof field_sizes / sizeof field_sizes[0]; fi++) {
+            size_t n = field_sizes[fi];
+            float mn[3][MOST + MOVERS], mx[3][MOST + MOVERS];
+            for (size_t i = 0; i < n; i++) {
+                for (int k = 0; k < 3; k++) {
+                    mn[k][i] = k == 0 ? 3.0f * (float)i : 0.0f;
+                    mx[k][i] = mn[k][i] + 1.0f;
+                }
+            }
+            /* the movers: their boxes as the pairs below see them; the sphere's radius */
+            const float sphere_c[3] = {0, 0, 0}, sphere_r = FLT_MAX;
+            for (int k = 0; k < 3; k++) {
+                mn[k][n] = -FLT_MAX; /* the sphere's box, clipped: only for the tests below */
+                mx[k][n] = FLT_MAX;
+                mn[k][n + 1] = k == 0 ? -1.71e38f : 0.0f;
+                mx[k][n + 1] = k == 0 ? 1.71e38f : 1.0f;
+                mn[k][n + 2] = -FLT_MAX;
+                mx[k][n + 2] = FLT_MAX;
+            }
+            pair_list want = {0};
+            for (size_t j = n; j < n + MOVERS; j++) {
+                for (size_t i = 0; i < j; i++) {
+                    float a0[3] = {mn[0][i], mn[1][i], mn[2][i]},
+                          a1[3] = {mx[0][i], mx[1][i], mx[2][i]};
+                    float b0[3] = {mn[0][j], mn[1][j], mn[2][j]},
+                          b1[3] = {mx[0][j], mx[1][j], mx[2][j]};
+                    int hit = j == n ? simd_pair_box_sphere(a0, a1, sphere_c, sphere_r, dims)
+                                     : simd_pair_box_box(a0, a1, b0, b1, dims);
+                    if (i == n) hit = simd_pair_box_sphere(b0, b1, sphere_c, sphere_r, dims);
+                    if (hit) pair_list_push(&want, (uint32_t)i, (uint32_t)j);
+                }
+            }
+            qsort(want.data, want.count, sizeof *want.data, pair_compare);
+            CHECK_EQ_INT(want.count, MOVERS * n + 3); /* everything meets everything */
+            for (int rest = 0; rest < 2; rest++) {
+                for (size_t mi = 0; mi < 3; mi++) {
+                    for (int threads = 1; threads <= 3; threads += 2) {
+                        TEST_CONTEXT("dims %d field of %zu %s method %d threads %d", dims, n,
+                                     rest ? "at rest" : "static", (int)method_at(mi), threads);
+                        broadphase_config c =
+                            test_config(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, threads, 0.0f);
+                        c.rest_share = 1.0f;
+                        broadphase_world *w = make_world_from(&c);
+                        REQUIRE(w);
+                        uint32_t ids[MOST + MOVERS];
+                        broadphase_boxes field = {mn[0], mn[1], mn[2], mx[0], mx[1], mx[2]};
+                        CHECK_EQ_INT(broadphase_add_boxes(w, n, &field, ids), BROADPHASE_OK);
+                        if (rest) {
+                            step_ok(w);
+                            step_ok(w);
+                        } else {
+                            CHECK_EQ_INT(broadphase_set_static(w, n, ids, true), BROADPHASE_OK);
+                        }
+                        broadphase_spheres sp = {&sphere_c[0], &sphere_c[1], &sphere_c[2],
+                                                 &sphere_r};
+                        CHECK_EQ_INT(broadphase_add_spheres(w, 1, &sp, ids + n), BROADPHASE_OK);
+                        broadphase_boxes boxes = {mn[0] + n + 1, mn[1] + n + 1, mn[2] + n + 1,
+                                                  mx[0] + n + 1, mx[1] + n + 1, mx[2] + n + 1};
+                        CHECK_EQ_INT(broadphase_add_boxes(w, 2, &boxes, ids + n + 1),
+                                     BROADPHASE_OK);
+                        broadphase_pairs got = step_ok(w);
+                        CHECK(pairs_equal(want.data, want.count, got.data, got.count, "edge"));
+                        broadphase_stats st;
+                        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+                        /* the field really was there (brute force keeps no rest) */
+                        if (rest && mi > 0) CHECK_EQ_INT(st.resting_objects, n);
+                        if (!rest) CHECK_EQ_INT(st.static_objects, n);
+                        /* a second frame, the movers pushed again as they are: the same pairs */
+                        CHECK_EQ_INT(broadphase_move_boxes(w, 2, ids + n + 1, &boxes),
+                                     BROADPHASE_OK);
+                        got = step_ok(w);
+                        CHECK(pairs_equal(want.data, want.count, got.data, got.count, "edge"));
+                        broadphase_destroy(w);
+                    }
+                }
+            }
+            free(want.data);
+        }
+    }
 }
 
 /* The tree objects' cached neighbourhoods in the static field (statics.h) over many frames:
@@ -773,6 +872,7 @@ TEST(statics_cache_beyond_its_room) {
 
 TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
           TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(statics_under_huge_movers),
+          TEST_ENTRY(fields_under_objects_longer_than_floats),
           TEST_ENTRY(statics_cache_across_frames), TEST_ENTRY(statics_cache_beyond_its_room),
           TEST_ENTRY(rest_on_every_scene), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
           TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),

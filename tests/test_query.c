@@ -7,6 +7,7 @@
 #include "oracle.h"
 #include "query_math.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -65,8 +66,9 @@ static void mirror_extent(const mirror *m, float lo[3], float hi[3]) {
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->alive[i]) continue;
         for (int k = 0; k < m->dims; k++) {
-            float a = m->sphere[i] ? m->c[i][k] - m->r[i] : m->lo[i][k];
-            float b = m->sphere[i] ? m->c[i][k] + m->r[i] : m->hi[i][k];
+            /* within the float range (the edge scenes' spheres reach past it) */
+            float a = m->sphere[i] ? fmaxf(m->c[i][k] - m->r[i], -FLT_MAX) : m->lo[i][k];
+            float b = m->sphere[i] ? fminf(m->c[i][k] + m->r[i], FLT_MAX) : m->hi[i][k];
             lo[k] = first || a < lo[k] ? a : lo[k];
             hi[k] = first || b > hi[k] ? b : hi[k];
         }
@@ -147,7 +149,8 @@ static size_t reference(const mirror *m, const qdesc *q, ranked *out) {
 /* ---- random queries ------------------------------------------------------------------------- */
 
 static float in_range(uint64_t *rng, float a, float b) {
-    return a + (b - a) * scene_uniform(rng);
+    /* in double: b - a may pass FLT_MAX */
+    return (float)((double)a + ((double)b - (double)a) * (double)scene_uniform(rng));
 }
 
 /* A live id, or UINT32_MAX when there is none. */
@@ -161,6 +164,23 @@ static uint32_t some_live(const mirror *m, uint64_t *rng) {
     return UINT32_MAX;
 }
 
+static void clip_floats(float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        v[i] = v[i] < -FLT_MAX ? -FLT_MAX : v[i] > FLT_MAX ? FLT_MAX : v[i];
+}
+
+/* A query's numbers kept within the float range: near its end (the edge scenes) the sums above
+ * overflow, and an infinite input is the caller's error, not a query. max_t may be infinite. */
+static void keep_finite(qdesc *q) {
+    clip_floats(q->lo, 3);
+    clip_floats(q->hi, 3);
+    clip_floats(q->c, 3);
+    clip_floats(&q->r, 1);
+    clip_floats(&q->planes[0][0], 6 * 4);
+    clip_floats(q->o, 3);
+    clip_floats(q->d, 3);
+}
+
 /* Query number i of a set: random ones of every size, and the edge cases (touching an object
  * exactly, covering everything, rays along the axes and from inside objects). */
 static qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng) {
@@ -171,7 +191,8 @@ static qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng) {
     float lo[3], hi[3];
     mirror_extent(m, lo, hi);
     float ext[3];
-    for (int k = 0; k < 3; k++) ext[k] = hi[k] - lo[k] > 0 ? hi[k] - lo[k] : 1.0f;
+    for (int k = 0; k < 3; k++) /* (as large as a float goes, at the edge scenes) */
+        ext[k] = hi[k] - lo[k] > 0 ? fminf(hi[k] - lo[k], FLT_MAX) : 1.0f;
     float scale = i % 4 == 0 ? 0.5f : i % 4 == 1 ? 0.1f : 0.02f;
     uint32_t obj = some_live(m, rng);
     float p[3];
@@ -255,6 +276,7 @@ static qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng) {
     default:
         break;
     }
+    keep_finite(&q);
     return q;
 }
 
@@ -366,7 +388,7 @@ static void check_queries(const broadphase_world *w, const mirror *m, int per_ty
             CHECK_EQ_INT(a.status, BROADPHASE_OK);
             if (a.status != BROADPHASE_OK) return;
             char what[64];
-            snprintf(what, sizeof what, "query type %d number %d", t, i);
+            snprintf(what, sizeof what, "query type %d number %d seed %d", t, i, (int)seed);
             if (!same_answer(s->want, nwant, s->got, a.count, what)) {
                 test_failures++;
                 return;
@@ -479,7 +501,7 @@ static void add_some(broadphase_world *w, mirror *m, int count, uint64_t *rng) {
 static const scene_kind query_scenes[] = {
     SCENE_UNIFORM, SCENE_CLUSTERED, SCENE_MIXED,     SCENE_SPHERES, SCENE_PLANE2D,
     SCENE_SHAPES,  SCENE_SHAPES2D,  SCENE_IDENTICAL, SCENE_FLAT,    SCENE_HUGE,
-    SCENE_TINY,    SCENE_FAR,       SCENE_DENSE};
+    SCENE_TINY,    SCENE_FAR,       SCENE_DENSE,     SCENE_EDGE,    SCENE_EDGE2D};
 static const size_t query_sizes[] = {0, 1, 57, 900};
 
 /* One world through its life: queries before the first step, after it, after changes not yet
@@ -1156,7 +1178,55 @@ TEST(visit_nodes_show_the_structures) {
     }
 }
 
+/* Issue 29's third defect: a static field or a field at rest of 1 to 8 objects (one block, so
+ * a root with no entry below it) was shown with empty bounds ([+inf, -inf]) over its objects.
+ * Fields of 1 to 12 objects, alone and beside a few tree objects, both trees, 2D and 3D: every
+ * node's bounds hold its objects and its children (check_visit). */
+TEST(visit_nodes_small_fields) {
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t mi = 1; mi < 3; mi++) {
+            for (int rest = 0; rest < 2; rest++) {
+                for (size_t n = 1; n <= 12; n++) {
+                    TEST_CONTEXT("dims %d method %zu field of %zu %s", dims, mi, n,
+                                 rest ? "at rest" : "static");
+                    scene sc;
+                    REQUIRE(
+                        scene_make(&sc, dims == 3 ? SCENE_SHAPES : SCENE_SHAPES2D, n + 3, 40 + n));
+                    broadphase_config c =
+                        test_config(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+                    c.rest_share = 1.0f;
+                    broadphase_world *w = make_world_from(&c);
+                    REQUIRE(w);
+                    mirror m = {.dims = dims};
+                    uint32_t ids[16];
+                    add_scene_mirrored(&sc, w, ids, &m);
+                    if (rest) {
+                        /* the field's objects rest; the last three keep moving */
+                        uint64_t rng = 3;
+                        step_ok(w);
+                        for (int f = 0; f < 2; f++) {
+                            move_some(w, &m, 1, n, &rng);
+                            step_ok(w);
+                        }
+                    } else {
+                        CHECK_EQ_INT(broadphase_set_static(w, n, ids, true), BROADPHASE_OK);
+                        step_ok(w);
+                    }
+                    broadphase_stats st;
+                    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+                    CHECK_EQ_INT(rest ? st.resting_objects : st.static_objects, n);
+                    check_visit(w, &m, method_at(mi), c.looseness);
+                    broadphase_destroy(w);
+                    mirror_free(&m);
+                    scene_free(&sc);
+                }
+            }
+        }
+    }
+}
+
 TEST_MAIN(TEST_ENTRY(queries_equal_reference), TEST_ENTRY(queries_see_rest_and_statics),
           TEST_ENTRY(candidates_are_pruned), TEST_ENTRY(batches_equal_single_queries),
           TEST_ENTRY(concurrent_queries), TEST_ENTRY(bad_input_gets_its_status),
-          TEST_ENTRY(predicates_by_hand), TEST_ENTRY(visit_nodes_show_the_structures))
+          TEST_ENTRY(predicates_by_hand), TEST_ENTRY(visit_nodes_show_the_structures),
+          TEST_ENTRY(visit_nodes_small_fields))

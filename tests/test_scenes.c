@@ -6,6 +6,7 @@
 #include "broadphase.h"
 #include "scenes.h"
 
+#include <float.h>
 #include <math.h>
 
 static const size_t sizes[] = {0, 1, 1000};
@@ -110,7 +111,9 @@ TEST(every_object_valid) {
                     /* The bounding box holds the exact sphere. */
                     for (int d = 0; d < s.dimensions; d++) {
                         double c = s.center[d][i];
-                        bad += (double)s.min[d][i] > c - r || (double)s.max[d][i] < c + r;
+                        /* (the edge scenes' spheres may reach past the float range) */
+                        bad += ((double)s.min[d][i] > c - r && s.min[d][i] != -FLT_MAX) ||
+                               ((double)s.max[d][i] < c + r && s.max[d][i] != FLT_MAX);
                     }
                 }
             }
@@ -135,17 +138,21 @@ TEST(shapes_and_extents) {
         case SCENE_SHAPES:
         case SCENE_SHAPES2D:
         case SCENE_FAR:
+        case SCENE_EDGE:
+        case SCENE_EDGE2D:
             for (size_t i = 0; i < s.count; i++) bad += s.is_sphere[i] != (i & 1);
             break;
         default:
             CHECK_EQ_INT(spheres, 0);
             break;
         }
-        bool is2d = k == SCENE_PLANE2D || k == SCENE_MOVING2D || k == SCENE_SHAPES2D;
+        bool is2d =
+            k == SCENE_PLANE2D || k == SCENE_MOVING2D || k == SCENE_SHAPES2D || k == SCENE_EDGE2D;
         CHECK_EQ_INT(s.dimensions, is2d ? 2 : 3);
         /* Centres of the plain scenes lie in [0, L) on every used axis, half-extents [0.5, 1). */
         bool plain = k != SCENE_CLUSTERED && k != SCENE_HUGE && k != SCENE_TINY &&
-                     k != SCENE_IDENTICAL && k != SCENE_MIXED && k != SCENE_FAR;
+                     k != SCENE_IDENTICAL && k != SCENE_MIXED && k != SCENE_FAR &&
+                     k != SCENE_EDGE && k != SCENE_EDGE2D;
         int axes = k == SCENE_FLAT ? 2 : s.dimensions;
         for (size_t i = 0; plain && i < s.count; i++) {
             for (int d = 0; d < axes; d++) {
@@ -181,6 +188,28 @@ TEST(shapes_and_extents) {
                     bad += !(s.max[d][i] - s.min[d][i] <= 4.0f);
                 }
             }
+        }
+        if (k == SCENE_EDGE || k == SCENE_EDGE2D) {
+            /* Objects at both ends of the float range, objects longer than FLT_MAX on some
+             * axis (boxes and spheres), and spheres of radius FLT_MAX. */
+            size_t low = 0, high = 0, long_boxes = 0, long_spheres = 0, radius_max = 0;
+            for (size_t i = 0; i < s.count; i++) {
+                bool longer = false;
+                for (int d = 0; d < s.dimensions; d++) {
+                    low += s.min[d][i] < -2.5e38f;
+                    high += s.max[d][i] > 2.5e38f;
+                    longer |= (double)s.max[d][i] - (double)s.min[d][i] > FLT_MAX;
+                }
+                long_boxes += longer && !s.is_sphere[i];
+                long_spheres += longer && s.is_sphere[i];
+                radius_max += s.is_sphere[i] && s.radius[i] == FLT_MAX;
+            }
+            TEST_CONTEXT("scene %s: %zu low, %zu high, %zu long boxes, %zu long spheres, %zu of "
+                         "radius FLT_MAX",
+                         scene_name((scene_kind)k), low, high, long_boxes, long_spheres,
+                         radius_max);
+            CHECK(low > 20 && high > 20 && long_boxes >= 40 && long_spheres >= 40 &&
+                  radius_max >= 20);
         }
         if (k == SCENE_TINY) {
             for (size_t i = 0; i < s.count; i++) bad += fabsf(s.max[0][i]) > 1e-27f;

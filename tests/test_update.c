@@ -625,6 +625,54 @@ TEST(interleaved_add_remove_move_2d) {
     interleaved(2);
 }
 
+/* Issue 29's second defect: an id removed and handed out again, then a later add call that
+ * grows the id range. The grow dropped the marks of the ids reused since the last step, so the
+ * pair of the reused id went on as if nothing had happened (begun {} and ended {}). Every method,
+ * 2D and 3D, with 1 to 40 far objects in the later call (so that it crosses the marks' growth
+ * at several sizes). */
+TEST(pair_events_reused_id_then_new_ids) {
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t ti = 0; ti < 3; ti++) {
+            for (size_t far = 1; far <= 40; far += 3) {
+                broadphase_method method = method_at(ti);
+                TEST_CONTEXT("dims %d method %d far objects %zu", dims, (int)method, far);
+                broadphase_world *w =
+                    make_world_events(dims, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f, 0.125f);
+                REQUIRE(w);
+                float lo[] = {0, 0.5f}, hi[] = {1, 1.5f};
+                broadphase_boxes two = {lo, lo, lo, hi, hi, hi};
+                uint32_t ids[2];
+                CHECK_EQ_INT(broadphase_add_boxes(w, 2, &two, ids), BROADPHASE_OK);
+                step_ok(w);
+                uint32_t one = 1, again = 0;
+                CHECK_EQ_INT(broadphase_remove(w, 1, &one), BROADPHASE_OK);
+                broadphase_boxes same = {lo + 1, lo + 1, lo + 1, hi + 1, hi + 1, hi + 1};
+                CHECK_EQ_INT(broadphase_add_boxes(w, 1, &same, &again), BROADPHASE_OK);
+                CHECK_EQ_INT(again, 1);
+                float fmin[40], fmax[40];
+                for (size_t i = 0; i < far; i++) {
+                    fmin[i] = 100.0f + 3.0f * (float)i;
+                    fmax[i] = fmin[i] + 1.0f;
+                }
+                broadphase_boxes away = {fmin, fmin, fmin, fmax, fmax, fmax};
+                uint32_t far_ids[40];
+                CHECK_EQ_INT(broadphase_add_boxes(w, far, &away, far_ids), BROADPHASE_OK);
+                CHECK_EQ_INT(far_ids[0], 2);
+                step_ok(w);
+                broadphase_events ev;
+                CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+                broadphase_pair pair[] = {{0, 1}};
+                CHECK(pairs_equal(pair, 1, ev.begun.data, ev.begun.count, "begun"));
+                CHECK(pairs_equal(pair, 1, ev.ended.data, ev.ended.count, "ended"));
+                step_ok(w); /* and then nothing */
+                CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+                CHECK(ev.begun.count == 0 && ev.ended.count == 0);
+                broadphase_destroy(w);
+            }
+        }
+    }
+}
+
 /* Pair events by hand, for every method: a pair that continues is no event; a removed object
  * ends its pairs; an id handed out again to a new object in the same place ends the old pair and
  * begins the new one; a world without pair_events refuses, and NULL is refused. */
@@ -1189,7 +1237,8 @@ TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(quadtree_relayout_across_chunks_2d),
           TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
           TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
-          TEST_ENTRY(pair_events_removal_and_reused_id), TEST_ENTRY(filters_by_hand_and_bad_input),
+          TEST_ENTRY(pair_events_removal_and_reused_id),
+          TEST_ENTRY(pair_events_reused_id_then_new_ids), TEST_ENTRY(filters_by_hand_and_bad_input),
           TEST_ENTRY(rest_by_hand_and_bad_config), TEST_ENTRY(statics_by_hand_and_bad_input),
           TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
           TEST_ENTRY(large_batch_names_first_bad_element), TEST_ENTRY(pair_keys_narrow_and_wide))
