@@ -9,7 +9,9 @@
 
 /* Box columns: min[k][i], max[k][i] for axis k. Readers may touch up to SIMD_PAD elements past
  * `end`, so every column must be readable there (the world and the trees pad with sentinels:
- * min = +inf, max = -inf, which overlap nothing). */
+ * min = +inf, max = -inf, which overlap no query box with a finite bound; one from -inf to
+ * +inf on every axis would take them for boxes, so the engine keeps every query box it derives
+ * within [-FLT_MAX, FLT_MAX]). */
 #define SIMD_PAD 8
 
 typedef struct simd_boxes {
