@@ -48,6 +48,8 @@ typedef struct query {
     int dims;
     bool candidates;    /* box: every object of the nodes it reaches, untested */
     bool closest;       /* ray: the first hit only */
+    bool spheres;       /* rays and planes: the world holds spheres, whose boxes may stop at the
+                         * float range's end while their balls go on (unclamp) */
     float lo[3], hi[3]; /* box; for a ball, its bounding box (for the kernel) */
     float c[3], r;      /* ball */
     const float (*planes)[4];
@@ -326,16 +328,23 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
         return qm_box_far2(q->c, lo, hi, dims) <= r2 ? INSIDE : PARTIAL;
     }
     case QUERY_PLANES: {
+        /* OUTSIDE by the bounds read as unbounded at the range's end; INSIDE by the bounds as
+         * they are (every point of them inside: so is the centre of every ball under them) */
         float ulo[3], uhi[3];
-        unclamp(lo, hi, dims, ulo, uhi);
+        if (!q->spheres || !unclamp(lo, hi, dims, ulo, uhi)) {
+            memcpy(ulo, lo, sizeof ulo);
+            memcpy(uhi, hi, sizeof uhi);
+        }
         if (!qm_planes_box(q->planes, q->plane_count, ulo, uhi, dims)) return OUTSIDE;
-        /* every point of the bounds inside: so is the centre of every ball under them */
         return qm_planes_box_inside(q->planes, q->plane_count, lo, hi, dims) ? INSIDE : PARTIAL;
     }
     case QUERY_RAY: {
         double t;
         float ulo[3], uhi[3];
-        unclamp(lo, hi, dims, ulo, uhi);
+        if (!q->spheres || !unclamp(lo, hi, dims, ulo, uhi)) {
+            memcpy(ulo, lo, sizeof ulo);
+            memcpy(uhi, hi, sizeof uhi);
+        }
         if (!qm_ray_box(&q->ray, ulo, uhi, dims, q->ray.max_t, &t)) return OUTSIDE;
         *key = (float)t;
         return PARTIAL;
@@ -450,9 +459,12 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
     simd_ray kr = q->kray;
     if (q->closest && o->bound < (double)kr.max_t) kr.max_t = (float)o->bound;
     uint32_t kept[PIECE + SIMD_PAD];
-    /* the float filter knows nothing of bounds at the float range's end (unclamp) */
+    /* The float filter reads a bound at the float range's end as the end (unclamp): it is
+     * skipped where a sphere's box may stop there, in a world with spheres and a node whose
+     * bounds reach it. (A kd-tree's outer cells are unbounded: with spheres, their rays go to
+     * the exact test alone.) */
     float ulo[3], uhi[3];
-    bool filter = q->kray_ok && !unclamp(n->own_lo, n->own_hi, dims, ulo, uhi);
+    bool filter = q->kray_ok && (!q->spheres || !unclamp(n->own_lo, n->own_hi, dims, ulo, uhi));
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
         size_t h = 0;
@@ -464,7 +476,7 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
             float lo[3], hi[3];
             box_at(&n->own, kept[j], dims, lo, hi);
             /* an entry reaching the range's end: a filter only (its t at most the object's) */
-            bool far = unclamp(lo, hi, dims, lo, hi);
+            bool far = q->spheres && unclamp(lo, hi, dims, lo, hi);
             double t;
             if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
             if (q->closest && (double)(float)t > o->bound) continue;
@@ -528,7 +540,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     float lo[3], hi[3]; /* planes */
     for (uint32_t i = begin; i < end; i++) {
         box_at(b, i, dims, lo, hi);
-        unclamp(lo, hi, dims, lo, hi); /* a filter: offer() tests the object itself */
+        if (q->spheres) unclamp(lo, hi, dims, lo, hi); /* a filter: offer() tests the object */
         uint32_t id = n->own_id[i];
         if (qm_planes_box(q->planes, q->plane_count, lo, hi, dims) && member(w, m, id))
             offer(w, q, o, id);
@@ -759,8 +771,9 @@ static broadphase_status make_sphere(query *q, int dims, const float c[3], float
     return BROADPHASE_OK;
 }
 
-static broadphase_status make_ray(query *q, int dims, const float o[3], const float d[3],
-                                  float max_t, bool closest) {
+static broadphase_status make_ray(query *q, const broadphase_world *w, const float o[3],
+                                  const float d[3], float max_t, bool closest) {
+    int dims = w->config.dimensions;
     if (!o || !d) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!finite3(o, dims) || !finite3(d, dims) || isnan(max_t)) return BROADPHASE_ERROR_NONFINITE;
     bool zero = true;
@@ -770,6 +783,7 @@ static broadphase_status make_ray(query *q, int dims, const float o[3], const fl
     q->kind = QUERY_RAY;
     q->dims = dims;
     q->closest = closest;
+    q->spheres = w->sphere_count > 0;
     qm_ray_init(&q->ray, o, d, max_t, dims);
     q->kray.max_t = max_t;
     q->kray_ok = true;
@@ -783,7 +797,9 @@ static broadphase_status make_ray(query *q, int dims, const float o[3], const fl
     return BROADPHASE_OK;
 }
 
-static broadphase_status make_planes(query *q, int dims, const float (*planes)[4], size_t count) {
+static broadphase_status make_planes(query *q, const broadphase_world *w, const float (*planes)[4],
+                                     size_t count) {
+    int dims = w->config.dimensions;
     if (count > 0 && !planes) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     for (size_t i = 0; i < count; i++) {
         bool zero = true;
@@ -793,6 +809,7 @@ static broadphase_status make_planes(query *q, int dims, const float (*planes)[4
     }
     memset(q, 0, sizeof *q);
     q->kind = QUERY_PLANES;
+    q->spheres = w->sphere_count > 0;
     q->dims = dims;
     q->planes = planes;
     q->plane_count = count;
@@ -892,7 +909,7 @@ broadphase_status broadphase_query_planes(const broadphase_world *w, const float
                                           size_t *count_out) {
     broadphase_status s = check_world(w);
     query q;
-    if (s == BROADPHASE_OK) s = make_planes(&q, w->config.dimensions, planes, plane_count);
+    if (s == BROADPHASE_OK) s = make_planes(&q, w, planes, plane_count);
     return s == BROADPHASE_OK ? ids_query(w, &q, ids_out, capacity, count_out) : s;
 }
 
@@ -901,7 +918,7 @@ broadphase_status broadphase_raycast(const broadphase_world *w, const float orig
                                      size_t capacity, size_t *count_out) {
     broadphase_status s = check_world(w);
     query q;
-    if (s == BROADPHASE_OK) s = make_ray(&q, w->config.dimensions, origin, dir, max_t, false);
+    if (s == BROADPHASE_OK) s = make_ray(&q, w, origin, dir, max_t, false);
     if (s != BROADPHASE_OK) return s;
     if (!count_out || (!hits_out && capacity > 0)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     *count_out = 0;
@@ -931,7 +948,7 @@ broadphase_status broadphase_raycast_closest(const broadphase_world *w, const fl
                                              broadphase_ray_hit *hit_out, bool *found_out) {
     broadphase_status s = check_world(w);
     query q;
-    if (s == BROADPHASE_OK) s = make_ray(&q, w->config.dimensions, origin, dir, max_t, true);
+    if (s == BROADPHASE_OK) s = make_ray(&q, w, origin, dir, max_t, true);
     if (s != BROADPHASE_OK) return s;
     if (!hit_out || !found_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -1025,7 +1042,7 @@ static broadphase_status batch_query(const batch *b, size_t i, query *q) {
     const broadphase_rays *x = b->input;
     float o[3] = {x->origin_x[i], x->origin_y[i], dims == 3 ? x->origin_z[i] : 0.0f};
     float d[3] = {x->dir_x[i], x->dir_y[i], dims == 3 ? x->dir_z[i] : 0.0f};
-    return make_ray(q, dims, o, d, x->max_t[i], b->kind == BATCH_CLOSEST);
+    return make_ray(q, b->w, o, d, x->max_t[i], b->kind == BATCH_CLOSEST);
 }
 
 /* Where query i of the batch is: a box's or ball's centre, a ray's origin, a point. */
