@@ -48,8 +48,8 @@ typedef struct query {
     int dims;
     bool candidates;    /* box: every object of the nodes it reaches, untested */
     bool closest;       /* ray: the first hit only */
-    bool spheres;       /* rays and planes: the world holds spheres, whose boxes may stop at the
-                         * float range's end while their balls go on (unclamp) */
+    bool far;           /* rays and planes: a sphere's box may stop at the float range's end
+                         * while its ball goes on (unclamp) */
     float lo[3], hi[3]; /* box; for a ball, its bounding box (for the kernel) */
     float c[3], r;      /* ball */
     const float (*planes)[4];
@@ -331,7 +331,7 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
         /* OUTSIDE by the bounds read as unbounded at the range's end; INSIDE by the bounds as
          * they are (every point of them inside: so is the centre of every ball under them) */
         float ulo[3], uhi[3];
-        if (!q->spheres || !unclamp(lo, hi, dims, ulo, uhi)) {
+        if (!q->far || !unclamp(lo, hi, dims, ulo, uhi)) {
             memcpy(ulo, lo, sizeof ulo);
             memcpy(uhi, hi, sizeof uhi);
         }
@@ -341,7 +341,7 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
     case QUERY_RAY: {
         double t;
         float ulo[3], uhi[3];
-        if (!q->spheres || !unclamp(lo, hi, dims, ulo, uhi)) {
+        if (!q->far || !unclamp(lo, hi, dims, ulo, uhi)) {
             memcpy(ulo, lo, sizeof ulo);
             memcpy(uhi, hi, sizeof uhi);
         }
@@ -460,11 +460,10 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
     if (q->closest && o->bound < (double)kr.max_t) kr.max_t = (float)o->bound;
     uint32_t kept[PIECE + SIMD_PAD];
     /* The float filter reads a bound at the float range's end as the end (unclamp): it is
-     * skipped where a sphere's box may stop there, in a world with spheres and a node whose
-     * bounds reach it. (A kd-tree's outer cells are unbounded: with spheres, their rays go to
-     * the exact test alone.) */
+     * skipped where a sphere's box may stop there, in a world where one did (q->far) and a
+     * node whose bounds reach it (a kd-tree's outer cells are unbounded). */
     float ulo[3], uhi[3];
-    bool filter = q->kray_ok && (!q->spheres || !unclamp(n->own_lo, n->own_hi, dims, ulo, uhi));
+    bool filter = q->kray_ok && (!q->far || !unclamp(n->own_lo, n->own_hi, dims, ulo, uhi));
     for (uint32_t s = begin; s < end; s += PIECE) {
         uint32_t e = end - s > PIECE ? s + PIECE : end;
         size_t h = 0;
@@ -476,7 +475,7 @@ static void ray_objects(const broadphase_world *w, const query *q, query_out *o,
             float lo[3], hi[3];
             box_at(&n->own, kept[j], dims, lo, hi);
             /* an entry reaching the range's end: a filter only (its t at most the object's) */
-            bool far = q->spheres && unclamp(lo, hi, dims, lo, hi);
+            bool far = q->far && unclamp(lo, hi, dims, lo, hi);
             double t;
             if (!qm_ray_box(&q->ray, lo, hi, dims, q->ray.max_t, &t)) continue;
             if (q->closest && (double)(float)t > o->bound) continue;
@@ -540,7 +539,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     float lo[3], hi[3]; /* planes */
     for (uint32_t i = begin; i < end; i++) {
         box_at(b, i, dims, lo, hi);
-        if (q->spheres) unclamp(lo, hi, dims, lo, hi); /* a filter: offer() tests the object */
+        if (q->far) unclamp(lo, hi, dims, lo, hi); /* a filter: offer() tests the object */
         uint32_t id = n->own_id[i];
         if (qm_planes_box(q->planes, q->plane_count, lo, hi, dims) && member(w, m, id))
             offer(w, q, o, id);
@@ -783,7 +782,7 @@ static broadphase_status make_ray(query *q, const broadphase_world *w, const flo
     q->kind = QUERY_RAY;
     q->dims = dims;
     q->closest = closest;
-    q->spheres = w->sphere_count > 0;
+    q->far = __atomic_load_n(&w->spheres_past_floats, __ATOMIC_RELAXED);
     qm_ray_init(&q->ray, o, d, max_t, dims);
     q->kray.max_t = max_t;
     q->kray_ok = true;
@@ -809,7 +808,7 @@ static broadphase_status make_planes(query *q, const broadphase_world *w, const 
     }
     memset(q, 0, sizeof *q);
     q->kind = QUERY_PLANES;
-    q->spheres = w->sphere_count > 0;
+    q->far = __atomic_load_n(&w->spheres_past_floats, __ATOMIC_RELAXED);
     q->dims = dims;
     q->planes = planes;
     q->plane_count = count;

@@ -673,6 +673,7 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
     int dims = w->config.dimensions;
     long delta = 0;
     size_t fresh = 0, marked = 0; /* stored once, as in write_boxes_range */
+    bool past = false;            /* a box stopped at the float range's end */
     bool ahead = simd_prefetch_write_ok();
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
@@ -692,15 +693,18 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
             w->center[k][id] = ck;
-            if (k < dims)
+            if (k < dims) {
                 sphere_extent(ck, r, &w->box[id].lo[k], &w->box[id].hi[k]);
-            else
+                past |= (w->box[id].lo[k] == -FLT_MAX) | (w->box[id].hi[k] == FLT_MAX);
+            } else {
                 w->box[id].lo[k] = w->box[id].hi[k] = 0.0f;
+            }
         }
         w->radius[id] = r;
         delta += w->kind[id] != OBJECT_SPHERE;
         w->kind[id] = OBJECT_SPHERE;
     }
+    if (past) __atomic_store_n(&w->spheres_past_floats, true, __ATOMIC_RELAXED);
     *changed = fresh;
     *notable = marked;
     return delta;

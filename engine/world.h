@@ -51,6 +51,10 @@ struct broadphase_world {
     uint32_t id_end; /* every id ever handed out is below id_end */
     size_t live_count;
     size_t sphere_count;
+    /* Set (with an atomic store, by the writers of a batch) once a sphere's box has stopped at
+     * the float range's end while its ball went on; never cleared. Rays and plane queries then
+     * read bounds at +-FLT_MAX as unbounded (query.c: unclamp). */
+    bool spheres_past_floats;
 
     /* Free ids; handed out lowest first (sorted descending on demand, popped from the back). */
     uint32_t *free_ids;
