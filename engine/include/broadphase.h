@@ -7,9 +7,37 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "broadphase_version.h" /* BROADPHASE_VERSION_MAJOR, _MINOR, _PATCH, written by CMake */
+
+/* Every public function carries BROADPHASE_API: exported from the shared library, whose other
+ * symbols are hidden. On Windows, define BROADPHASE_STATIC when linking the static library (the
+ * CMake target broadphase::broadphase_static does); the build defines BROADPHASE_BUILDING. */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(BROADPHASE_STATIC)
+#define BROADPHASE_API
+#elif defined(BROADPHASE_BUILDING)
+#define BROADPHASE_API __declspec(dllexport)
+#else
+#define BROADPHASE_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define BROADPHASE_API __attribute__((visibility("default")))
+#else
+#define BROADPHASE_API
+#endif
+
+/* The version, as one number for comparisons at compile time: (major << 16) | (minor << 8) |
+ * patch. broadphase_version() gives the library's own, to check at run time that a program
+ * runs with the library it was built against (the same major version). */
+#define BROADPHASE_VERSION                                                                         \
+    ((BROADPHASE_VERSION_MAJOR << 16) | (BROADPHASE_VERSION_MINOR << 8) | BROADPHASE_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* BROADPHASE_VERSION of the library this program runs with. */
+BROADPHASE_API uint32_t broadphase_version(void);
 
 typedef struct broadphase_world broadphase_world;
 
@@ -34,7 +62,7 @@ typedef enum broadphase_status {
 } broadphase_status;
 
 /* A fixed, human-readable sentence for a status; never NULL ("unknown status" if out of range). */
-const char *broadphase_status_string(broadphase_status status);
+BROADPHASE_API const char *broadphase_status_string(broadphase_status status);
 
 typedef enum broadphase_method {
     BROADPHASE_METHOD_KDTREE,
@@ -86,9 +114,10 @@ typedef struct broadphase_config {
 } broadphase_config;
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
-broadphase_config broadphase_config_default(int dimensions);
-broadphase_status broadphase_create(const broadphase_config *config, broadphase_world **world_out);
-void broadphase_destroy(broadphase_world *world); /* NULL is a no-op */
+BROADPHASE_API broadphase_config broadphase_config_default(int dimensions);
+BROADPHASE_API broadphase_status broadphase_create(const broadphase_config *config,
+                                                   broadphase_world **world_out);
+BROADPHASE_API void broadphase_destroy(broadphase_world *world); /* NULL is a no-op */
 
 /* Objects: structure-of-arrays in, stable ids out. Arrays are caller-owned and only read during
  * the call. In 2D the z arrays are ignored and may be NULL. */
@@ -105,20 +134,25 @@ typedef struct broadphase_spheres {
  * broadphase_last_error_index() names the first bad element. Ids are handed out lowest-free
  * first, so objects added in one call to an empty world get ids 0..count-1 in order; a removed
  * id may be reused. Moving an object with the other kind's call changes its shape. */
-broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
-                                       const broadphase_boxes *boxes, uint32_t *ids_out);
-broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
-                                         const broadphase_spheres *spheres, uint32_t *ids_out);
-broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const uint32_t *ids,
-                                        const broadphase_boxes *boxes);
-broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, const uint32_t *ids,
-                                          const broadphase_spheres *spheres);
-broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uint32_t *ids);
-size_t broadphase_object_count(const broadphase_world *w);
+BROADPHASE_API broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
+                                                      const broadphase_boxes *boxes,
+                                                      uint32_t *ids_out);
+BROADPHASE_API broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
+                                                        const broadphase_spheres *spheres,
+                                                        uint32_t *ids_out);
+BROADPHASE_API broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count,
+                                                       const uint32_t *ids,
+                                                       const broadphase_boxes *boxes);
+BROADPHASE_API broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count,
+                                                         const uint32_t *ids,
+                                                         const broadphase_spheres *spheres);
+BROADPHASE_API broadphase_status broadphase_remove(broadphase_world *w, size_t count,
+                                                   const uint32_t *ids);
+BROADPHASE_API size_t broadphase_object_count(const broadphase_world *w);
 
 /* The index, within the batch of the last failed call on this world, of the first bad element;
  * SIZE_MAX when the last call succeeded or the error does not concern one element. */
-size_t broadphase_last_error_index(const broadphase_world *w);
+BROADPHASE_API size_t broadphase_last_error_index(const broadphase_world *w);
 
 typedef struct broadphase_pair {
     uint32_t a, b; /* a < b */
@@ -133,9 +167,9 @@ typedef struct broadphase_pairs {
  * by (a, b): identical for every thread count and every method. Overlap is closed (touching
  * counts). The pair array is owned by the world and valid until the next mutating call or step.
  * pairs_out may be NULL (then the pairs are still available from broadphase_last_pairs). */
-broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
+BROADPHASE_API broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
 /* The pairs of the last successful step (empty before the first step). */
-broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
+BROADPHASE_API broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
 
 /* Collision filtering. Every object has a category (the bits it belongs to), a mask (the
  * categories it pairs with) and a group: a pair is reported only when each object's category
@@ -148,11 +182,12 @@ typedef struct broadphase_filter {
 } broadphase_filter;
 /* Sets filters[i] on object ids[i]. Bad input (NULL arrays, an unknown id: UNKNOWN_ID, an id
  * twice in the batch: INVALID_ARGUMENT) changes nothing and names the first bad element. */
-broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, const uint32_t *ids,
-                                         const broadphase_filter *filters);
+BROADPHASE_API broadphase_status broadphase_set_filters(broadphase_world *w, size_t count,
+                                                        const uint32_t *ids,
+                                                        const broadphase_filter *filters);
 /* The filter of a live object (UNKNOWN_ID otherwise). */
-broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
-                                        broadphase_filter *filter_out);
+BROADPHASE_API broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
+                                                       broadphase_filter *filter_out);
 
 /* Static objects: terrain, buildings, anything that stays put. A static object pairs with the
  * others as usual, but never with another static one (such pairs are neither tested nor
@@ -163,10 +198,11 @@ broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
  * same as adding them static. Changing a flag makes the next step also build the tree of the
  * other objects anew. Bad input (NULL ids, an unknown id: UNKNOWN_ID, an id twice in the batch:
  * INVALID_ARGUMENT) changes nothing and names the first bad element. */
-broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const uint32_t *ids,
-                                        bool is_static);
+BROADPHASE_API broadphase_status broadphase_set_static(broadphase_world *w, size_t count,
+                                                       const uint32_t *ids, bool is_static);
 /* Whether a live object is static (UNKNOWN_ID otherwise). */
-broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id, bool *static_out);
+BROADPHASE_API broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id,
+                                                       bool *static_out);
 
 /* Pair events, for worlds created with config.pair_events. `begun`: the pairs of the last
  * successful step that were not pairs of the successful step before it; `ended`: the pairs of
@@ -181,7 +217,8 @@ broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id, 
 typedef struct broadphase_events {
     broadphase_pairs begun, ended;
 } broadphase_events;
-broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_events *events_out);
+BROADPHASE_API broadphase_status broadphase_pair_events(const broadphase_world *w,
+                                                        broadphase_events *events_out);
 
 /* Inspection. Times are of the last step, in milliseconds. */
 typedef struct broadphase_stats {
@@ -210,7 +247,8 @@ typedef struct broadphase_stats {
                                          remade when the set of leaves changes) was made */
 } broadphase_stats;
 
-broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out);
+BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,
+                                                      broadphase_stats *stats_out);
 
 /* One level of a tree (root = level 0): its nodes, leaves and the objects held there. */
 typedef struct broadphase_level {
@@ -222,8 +260,9 @@ typedef struct broadphase_level {
  * step). The objects over all levels sum to the objects the last step saw. levels may be NULL
  * when capacity is 0 (to ask for n). BROADPHASE_ERROR_BUFFER_TOO_SMALL when capacity < n (the
  * first `capacity` levels are still written). */
-broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_level *levels,
-                                        size_t capacity, size_t *levels_out);
+BROADPHASE_API broadphase_status broadphase_get_levels(const broadphase_world *w,
+                                                       broadphase_level *levels, size_t capacity,
+                                                       size_t *levels_out);
 
 /* The structures whose nodes broadphase_visit_nodes shows. */
 typedef enum broadphase_structure {
@@ -269,8 +308,8 @@ typedef bool (*broadphase_node_visitor)(const broadphase_node *node, void *user)
  * world from `visit`.
  * BROADPHASE_ERROR_INVALID_ARGUMENT for a NULL world or visitor; BROADPHASE_ERROR_BUSY during a
  * step. */
-broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_node_visitor visit,
-                                         void *user);
+BROADPHASE_API broadphase_status broadphase_visit_nodes(const broadphase_world *w,
+                                                        broadphase_node_visitor visit, void *user);
 
 /* ---- spatial queries ---------------------------------------------------------------------
  *
@@ -293,23 +332,27 @@ broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_n
  * when capacity is 0, to ask for the count). Tests are closed: touching counts. */
 
 /* Objects whose shape overlaps the closed box; ids ascending. */
-broadphase_status broadphase_query_box(const broadphase_world *w, const float min[3],
-                                       const float max[3], uint32_t *ids_out, size_t capacity,
-                                       size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_query_box(const broadphase_world *w, const float min[3],
+                                                      const float max[3], uint32_t *ids_out,
+                                                      size_t capacity, size_t *count_out);
 /* The box query's candidates: every object that the structure cannot rule out without testing
  * the object itself, namely the objects held by every node whose bounds (cell or measured
  * bounds) overlap the box, and the changed objects whose bounding boxes do. A superset of
  * broadphase_query_box's result; ids ascending. Brute force has no structure: every object. */
-broadphase_status broadphase_query_box_candidates(const broadphase_world *w, const float min[3],
-                                                  const float max[3], uint32_t *ids_out,
-                                                  size_t capacity, size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_query_box_candidates(const broadphase_world *w,
+                                                                 const float min[3],
+                                                                 const float max[3],
+                                                                 uint32_t *ids_out, size_t capacity,
+                                                                 size_t *count_out);
 /* Objects whose shape overlaps the closed ball; ids ascending. */
-broadphase_status broadphase_query_sphere(const broadphase_world *w, const float center[3],
-                                          float radius, uint32_t *ids_out, size_t capacity,
-                                          size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_query_sphere(const broadphase_world *w,
+                                                         const float center[3], float radius,
+                                                         uint32_t *ids_out, size_t capacity,
+                                                         size_t *count_out);
 /* Objects whose shape contains the point; ids ascending. */
-broadphase_status broadphase_query_point(const broadphase_world *w, const float point[3],
-                                         uint32_t *ids_out, size_t capacity, size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_query_point(const broadphase_world *w,
+                                                        const float point[3], uint32_t *ids_out,
+                                                        size_t capacity, size_t *count_out);
 
 /* Objects hit by the segment origin + t*dir, 0 <= t <= max_t (dir need not be unit length, must
  * not be zero: INVALID_ARGUMENT; max_t >= 0, and may be INFINITY, else INVALID_ARGUMENT); t is
@@ -319,27 +362,32 @@ typedef struct broadphase_ray_hit {
     uint32_t id;
     float t;
 } broadphase_ray_hit;
-broadphase_status broadphase_raycast(const broadphase_world *w, const float origin[3],
-                                     const float dir[3], float max_t, broadphase_ray_hit *hits_out,
-                                     size_t capacity, size_t *count_out);
-broadphase_status broadphase_raycast_closest(const broadphase_world *w, const float origin[3],
-                                             const float dir[3], float max_t,
-                                             broadphase_ray_hit *hit_out, bool *found_out);
+BROADPHASE_API broadphase_status broadphase_raycast(const broadphase_world *w,
+                                                    const float origin[3], const float dir[3],
+                                                    float max_t, broadphase_ray_hit *hits_out,
+                                                    size_t capacity, size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_raycast_closest(const broadphase_world *w,
+                                                            const float origin[3],
+                                                            const float dir[3], float max_t,
+                                                            broadphase_ray_hit *hit_out,
+                                                            bool *found_out);
 
 /* Frustum / convex culling: planes (a, b, c, d), inside where a*x + b*y + c*z + d >= 0 (c unused
  * in 2D). An object is reported when, for every plane, some point of its shape is inside that
  * plane (the usual culling test: conservative near the corners). A plane whose normal is zero
  * is degenerate (INVALID_ARGUMENT); no planes at all report every object. ids ascending. */
-broadphase_status broadphase_query_planes(const broadphase_world *w, const float (*planes)[4],
-                                          size_t plane_count, uint32_t *ids_out, size_t capacity,
-                                          size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_query_planes(const broadphase_world *w,
+                                                         const float (*planes)[4],
+                                                         size_t plane_count, uint32_t *ids_out,
+                                                         size_t capacity, size_t *count_out);
 
 /* The k objects nearest to a point (distance from the point to the shape, 0 inside), sorted by
  * (squared distance, id); fewer when the world holds fewer. ids_out has room for k ids and
  * dist2_out (may be NULL) for k distances; squared distances are computed in double and
  * reported, and ordered, rounded to float. */
-broadphase_status broadphase_nearest(const broadphase_world *w, const float point[3], size_t k,
-                                     uint32_t *ids_out, float *dist2_out, size_t *count_out);
+BROADPHASE_API broadphase_status broadphase_nearest(const broadphase_world *w, const float point[3],
+                                                    size_t k, uint32_t *ids_out, float *dist2_out,
+                                                    size_t *count_out);
 
 /* ---- batched queries: many queries in one call, spread over the world's worker threads ----
  *
@@ -377,29 +425,33 @@ typedef struct broadphase_points {
 } broadphase_points;
 
 /* broadphase_query_box for every box; the boxes as for broadphase_add_boxes. */
-broadphase_status broadphase_query_boxes(const broadphase_world *w, size_t count,
-                                         const broadphase_boxes *boxes, broadphase_id_rows *rows);
+BROADPHASE_API broadphase_status broadphase_query_boxes(const broadphase_world *w, size_t count,
+                                                        const broadphase_boxes *boxes,
+                                                        broadphase_id_rows *rows);
 /* broadphase_query_sphere for every sphere. */
-broadphase_status broadphase_query_spheres(const broadphase_world *w, size_t count,
-                                           const broadphase_spheres *spheres,
-                                           broadphase_id_rows *rows);
+BROADPHASE_API broadphase_status broadphase_query_spheres(const broadphase_world *w, size_t count,
+                                                          const broadphase_spheres *spheres,
+                                                          broadphase_id_rows *rows);
 /* broadphase_raycast for every ray. */
-broadphase_status broadphase_raycasts(const broadphase_world *w, size_t count,
-                                      const broadphase_rays *rays, broadphase_hit_rows *rows);
+BROADPHASE_API broadphase_status broadphase_raycasts(const broadphase_world *w, size_t count,
+                                                     const broadphase_rays *rays,
+                                                     broadphase_hit_rows *rows);
 /* broadphase_raycast_closest for every ray: hits_out[i] is ray i's first hit, or
  * {BROADPHASE_NO_HIT, INFINITY}. bad_index_out (may be NULL) as in the rows. */
-broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t count,
-                                              const broadphase_rays *rays,
-                                              broadphase_ray_hit *hits_out, size_t *bad_index_out);
+BROADPHASE_API broadphase_status broadphase_raycasts_closest(const broadphase_world *w,
+                                                             size_t count,
+                                                             const broadphase_rays *rays,
+                                                             broadphase_ray_hit *hits_out,
+                                                             size_t *bad_index_out);
 /* broadphase_nearest for every point: row i is ids_out[i * k .. i * k + counts_out[i]) (and the
  * same in dist2_out, which may be NULL); counts_out has `count` entries. */
-broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t count,
-                                          const broadphase_points *points, size_t k,
-                                          uint32_t *ids_out, float *dist2_out, size_t *counts_out,
-                                          size_t *bad_index_out);
+BROADPHASE_API broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t count,
+                                                         const broadphase_points *points, size_t k,
+                                                         uint32_t *ids_out, float *dist2_out,
+                                                         size_t *counts_out, size_t *bad_index_out);
 
 /* The SIMD path the kernels run on this machine: "avx2", "baseline" or "scalar". */
-const char *broadphase_simd_level(void);
+BROADPHASE_API const char *broadphase_simd_level(void);
 
 #ifdef __cplusplus
 }
