@@ -2,6 +2,9 @@
 # Builds and runs every test in four configurations: release (gcc, warnings as errors), portable
 # (SIMDe baseline kernels, OpenMP off), ThreadSanitizer (clang + libomp + Archer) and
 # AddressSanitizer + UndefinedBehaviorSanitizer (clang, tree invariants checked every step).
+# After the release tests, a consumer program builds against the release build's install tree
+# (find_package and pkg-config, shared and static) and through add_subdirectory
+# (tests/consumer/run.sh; needs pkg-config).
 # Usage: bash tests/run_all.sh [build-root]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +21,10 @@ configure_and_build() {
 echo "== release (gcc) =="
 configure_and_build release -DCMAKE_BUILD_TYPE=Release
 ctest --test-dir "$root/release" -j "$jobs" --output-on-failure
+
+echo "== the library as a dependency: install tree (find_package, pkg-config), add_subdirectory =="
+bash tests/consumer/run.sh install "$root/release" "$root/consumer-install"
+bash tests/consumer/run.sh subdir "$root/consumer-subdir"
 
 echo "== portable (baseline SIMD, no OpenMP) =="
 configure_and_build portable -DCMAKE_BUILD_TYPE=Release -DBROADPHASE_SIMD=BASELINE \
