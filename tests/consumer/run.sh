@@ -12,6 +12,11 @@ repo=$(cd "$here/../.." && pwd)
 mode=$1
 shift
 
+absolute() { # a directory, made if need be, as an absolute path
+    mkdir -p "$1"
+    (cd "$1" && pwd)
+}
+
 run() { # name, program...
     local name=$1
     shift
@@ -28,7 +33,9 @@ package() { # work, prefix ('' for the system)
     run "find_package, shared" "$work/package/consumer_shared"
     run "find_package, static" "$work/package/consumer_static"
     # The static consumer holds no reference to the shared library.
-    if ldd "$work/package/consumer_static" | grep -q libbroadphase; then
+    local deps
+    deps=$(ldd "$work/package/consumer_static" 2>&1 || true)
+    if grep -q libbroadphase <<<"$deps"; then
         echo "consumer_static depends on libbroadphase.so"
         exit 1
     fi
@@ -49,7 +56,9 @@ pkgconfig() { # work, PKG_CONFIG_PATH ('' for the system), libdir for the run
     c++ "$out/consumer.o" "$out/consumer_cpp.o" $libs -o "$out/consumer_shared"
     run "pkg-config, shared" env LD_LIBRARY_PATH="$libdir" "$out/consumer_shared"
     c++ -static "$out/consumer.o" "$out/consumer_cpp.o" $static_libs -o "$out/consumer_static"
-    if ldd "$out/consumer_static" 2>&1 | grep -q '=>'; then
+    local deps
+    deps=$(ldd "$out/consumer_static" 2>&1 || true)
+    if grep -q '=>' <<<"$deps"; then
         echo "the --static program is not static"
         exit 1
     fi
@@ -58,25 +67,23 @@ pkgconfig() { # work, PKG_CONFIG_PATH ('' for the system), libdir for the run
 
 case $mode in
 install)
-    build=$1 work=$2
-    rm -rf "$work"
-    mkdir -p "$work"
+    build=$(absolute "$1")
+    rm -rf "$2"
+    work=$(absolute "$2")
     cmake --install "$build" --prefix "$work/prefix" >/dev/null
     libdir=$(dirname "$(find "$work/prefix" -name 'libbroadphase.so' | head -n 1)")
     package "$work" "$work/prefix"
     pkgconfig "$work" "$libdir/pkgconfig" "$libdir"
     ;;
 system)
-    work=$1
-    rm -rf "$work"
-    mkdir -p "$work"
+    rm -rf "$1"
+    work=$(absolute "$1")
     package "$work" ""
     pkgconfig "$work" "" ""
     ;;
 subdir)
-    work=$1
-    rm -rf "$work"
-    mkdir -p "$work"
+    rm -rf "$1"
+    work=$(absolute "$1")
     cmake -S "$here" -B "$work/subdir" -DBROADPHASE_CONSUMER_MODE=subdirectory \
         -DBROADPHASE_SOURCE_DIR="$repo" >/dev/null
     cmake --build "$work/subdir" -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
