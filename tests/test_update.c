@@ -5,6 +5,7 @@
 #include "oracle.h"
 #include "world.h"
 
+#include <float.h>
 #include <math.h>
 
 /* One tree for the update tests: the kd-tree, or the octree with a looseness (0: default). */
@@ -1231,7 +1232,32 @@ TEST(pair_keys_narrow_and_wide) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
+/* The bounds the engine derives from coordinates (world_round_down / world_round_up: sphere
+ * boxes, query balls, reaches, the statics cache's grown boxes) are rounded outward and stay
+ * finite at the float range's end, where an infinite bound would take the columns' sentinels
+ * for boxes (issue 29). */
+TEST(derived_bounds_stay_finite) {
+    static const double xs[] = {0.0,     1.0,      -1.0,     0.1,      -0.1,    1e-45,
+                                -1e-45,  1e38,     -1e38,    3.4e38,   -3.4e38, (double)FLT_MAX,
+                                3.5e38,  -3.5e38,  1e39,     -1e39,    1e300,   -1e300,
+                                DBL_MAX, -DBL_MAX, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double x = xs[i];
+        float lo = world_round_down(x), hi = world_round_up(x);
+        TEST_CONTEXT("x %g: down %g, up %g", x, (double)lo, (double)hi);
+        CHECK(isfinite(lo) && isfinite(hi));
+        /* outward: at or beyond x, unless x lies past the float range (clamped to its end) */
+        CHECK((double)lo <= x || (lo == -FLT_MAX && x < -(double)FLT_MAX));
+        CHECK((double)hi >= x || (hi == FLT_MAX && x > (double)FLT_MAX));
+        CHECK(lo <= hi);
+    }
+    /* A box grown past FLT_MAX on both sides stays a box within the range. */
+    CHECK(world_round_down(-(double)FLT_MAX - 1e38) == -FLT_MAX);
+    CHECK(world_round_up((double)FLT_MAX + 1e38) == FLT_MAX);
+}
+
+TEST_MAIN(TEST_ENTRY(derived_bounds_stay_finite),
+          TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
           TEST_ENTRY(trees_refit_in_chunks_equal_brute_force),
           TEST_ENTRY(octree_relayout_across_chunks_3d),
           TEST_ENTRY(quadtree_relayout_across_chunks_2d),
