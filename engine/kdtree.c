@@ -1284,18 +1284,8 @@ broadphase_status kdtree_step(broadphase_world *w) {
     kdtree *t = tree_of(w);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     double t0 = world_now_ms();
-    broadphase_update_policy policy = w->config.update;
-    bool full = !t->built || t->slots.count == 0 || w->trees_stale ||
-                policy == BROADPHASE_UPDATE_REBUILD ||
-                (size_t)t->slots.count + w->added_count > t->slots.capacity;
-    if (!full && policy == BROADPHASE_UPDATE_AUTO) {
-        /* The cost figure is the expected box tests per object inside nodes; it only grows
-         * while refits pile objects into fewer nodes. Many new objects also call for a build. */
-        double now = (double)t->cost / (double)(t->slots.count ? t->slots.count : 1);
-        double base = (double)t->base_cost / (double)(t->slots.count ? t->slots.count : 1);
-        full = now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
-               w->added_count > t->slots.count / 4;
-    }
+    bool full =
+        tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s;
     if (tree_idle(w, t->built && t->built_empty)) {
         s = BROADPHASE_OK;

@@ -2049,16 +2049,8 @@ static void validate(const broadphase_world *w, const octree *t) {
 /* REFIT or REBUILD as the policy and the tree's state say; an object leaving the root makes
  * the root grow (a rebuild). */
 static broadphase_status update(broadphase_world *w, octree *t) {
-    broadphase_update_policy policy = w->config.update;
-    bool full = !t->built || t->slots.count == 0 || w->trees_stale ||
-                policy == BROADPHASE_UPDATE_REBUILD ||
-                (size_t)t->slots.count + w->added_count > t->slots.capacity;
-    if (!full && policy == BROADPHASE_UPDATE_AUTO) {
-        double n = (double)(t->slots.count ? t->slots.count : 1);
-        double now = (double)t->cost / n, base = (double)t->base_cost / n;
-        full = now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
-               w->added_count > t->slots.count / 4;
-    }
+    bool full =
+        tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s = BROADPHASE_OK;
     double min_side = 0.0;
     if (!full) {

@@ -224,6 +224,18 @@ bool tree_idle(const broadphase_world *w, bool built_empty) {
     return built_empty && world_tree_count(w) == 0 && w->added_count == 0 && !w->trees_stale;
 }
 
+bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, size_t capacity,
+                         uint64_t cost, uint64_t base_cost) {
+    broadphase_update_policy policy = w->config.update;
+    if (!built || count == 0 || w->trees_stale || policy == BROADPHASE_UPDATE_REBUILD ||
+        count + w->added_count > capacity)
+        return true;
+    if (policy != BROADPHASE_UPDATE_AUTO) return false;
+    double n = (double)count, now = (double)cost / n, base = (double)base_cost / n;
+    return now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
+           w->added_count > count / 4;
+}
+
 void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
                      size_t objects) {
     w->stats.update_ms = t1 - t0;

@@ -180,6 +180,15 @@ void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr
  * counts as a refit (of nothing). */
 bool tree_idle(const broadphase_world *w, bool built_empty);
 
+/* The update policy, one for both trees: whether the update should build the tree anew rather
+ * than refit it. Always for REBUILD, for a tree never built (or empty, or made stale by a flag
+ * change) and when the objects to hold outgrow its slots' room; for AUTO also when its cost
+ * figure (expected box tests per object, `cost` / `count`, only growing while refits pile
+ * objects into fewer nodes) passes config.rebuild_threshold times its value after the last
+ * build (`base_cost`), or when more than a quarter as many objects as it holds were added. */
+bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, size_t capacity,
+                         uint64_t cost, uint64_t base_cost);
+
 /* After a tree method's search: the step's phase times (t0 start, t1 end of the update) and the
  * tree's cost figure per object. */
 void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
