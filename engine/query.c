@@ -308,6 +308,18 @@ static bool unclamp(const float lo[3], const float hi[3], int dims, float ulo[3]
     return any;
 }
 
+/* The bounds as a ray or a plane query reads them: unclamped in a world where a sphere reached
+ * past the float range (q->far), as they are otherwise. */
+static inline void reach_bounds(const query *q, const float lo[3], const float hi[3], float ulo[3],
+                                float uhi[3]) {
+    if (q->far) {
+        unclamp(lo, hi, q->dims, ulo, uhi);
+        return;
+    }
+    memcpy(ulo, lo, 3 * sizeof *ulo);
+    memcpy(uhi, hi, 3 * sizeof *uhi);
+}
+
 /* The query against bounds that contain every object under a node; *key: the least entry t of a
  * ray or the least squared distance, rounded as the results are (0 otherwise). */
 static int classify(const query *q, const float lo[3], const float hi[3], double *key) {
@@ -331,20 +343,14 @@ static int classify(const query *q, const float lo[3], const float hi[3], double
         /* OUTSIDE by the bounds read as unbounded at the range's end; INSIDE by the bounds as
          * they are (every point of them inside: so is the centre of every ball under them) */
         float ulo[3], uhi[3];
-        if (!q->far || !unclamp(lo, hi, dims, ulo, uhi)) {
-            memcpy(ulo, lo, sizeof ulo);
-            memcpy(uhi, hi, sizeof uhi);
-        }
+        reach_bounds(q, lo, hi, ulo, uhi);
         if (!qm_planes_box(q->planes, q->plane_count, ulo, uhi, dims)) return OUTSIDE;
         return qm_planes_box_inside(q->planes, q->plane_count, lo, hi, dims) ? INSIDE : PARTIAL;
     }
     case QUERY_RAY: {
         double t;
         float ulo[3], uhi[3];
-        if (!q->far || !unclamp(lo, hi, dims, ulo, uhi)) {
-            memcpy(ulo, lo, sizeof ulo);
-            memcpy(uhi, hi, sizeof uhi);
-        }
+        reach_bounds(q, lo, hi, ulo, uhi);
         if (!qm_ray_box(&q->ray, ulo, uhi, dims, q->ray.max_t, &t)) return OUTSIDE;
         *key = (float)t;
         return PARTIAL;
