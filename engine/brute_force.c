@@ -1,5 +1,6 @@
 /* Brute force: object i against every object above it, 8 at a time with the SIMD box kernel,
  * then the exact shape test. Rows are cut into fixed jobs, independent of the thread count. */
+#include "clock.h"
 #include "brute_force.h"
 
 #include "overlap.h"
@@ -47,7 +48,7 @@ static void brute_job(size_t job, int worker, void *p) {
 /* The boxes as six columns by id with SIMD_PAD sentinels after the last, for the kernels. */
 static bool flatten(broadphase_world *w, simd_boxes *out) {
     size_t stride = w->id_end + SIMD_PAD;
-    if (!world_grow(w, (void **)&w->flat, &w->flat_capacity, 6 * stride, sizeof(float), 0))
+    if (!heap_grow(&w->heap, (void **)&w->flat, &w->flat_capacity, 6 * stride, sizeof(float), 0))
         return false;
     for (int k = 0; k < 3; k++) {
         float *lo = w->flat + (size_t)k * stride, *hi = w->flat + (size_t)(3 + k) * stride;
@@ -66,7 +67,7 @@ static bool flatten(broadphase_world *w, simd_boxes *out) {
 }
 
 broadphase_status brute_force_step(broadphase_world *w) {
-    double t0 = world_now_ms();
+    double t0 = clock_now_ms();
     brute_ctx ctx = {.w = w, .n = w->id_end};
     if (!flatten(w, &ctx.boxes)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     size_t jobs = (ctx.n + ROWS_PER_JOB - 1) / ROWS_PER_JOB;
@@ -79,12 +80,12 @@ broadphase_status brute_force_step(broadphase_world *w) {
     for (bool grow = false; r == PAIRS_RETRY; grow = true) {
         if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
         threads_for_chunks(w->workers, jobs, brute_job, &ctx);
-        t1 = world_now_ms();
+        t1 = clock_now_ms();
         r = pairs_finish(w);
     }
     if (r != PAIRS_DONE) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     w->stats.update_ms = 0.0;
     w->stats.search_ms = t1 - t0;
-    w->stats.output_ms = world_now_ms() - t1;
+    w->stats.output_ms = clock_now_ms() - t1;
     return BROADPHASE_OK;
 }

@@ -61,7 +61,7 @@ bool events_fresh_reserve(broadphase_world *w, size_t need) {
     if (need <= old) return true;
     /* The marks already set (ids handed out again since the last step) are kept: a grow for a
      * later add call must not forget that an earlier one reused an id. */
-    if (!world_grow(w, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
+    if (!heap_grow(&w->heap, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
     memset(e->fresh + old, 0, e->fresh_capacity - old);
     return true;
 }
@@ -80,7 +80,7 @@ bool events_update(broadphase_world *w) {
         c.lead_is_current = false;
     }
     c.chunks = c.lead_count == 0 ? 1 : (c.lead_count + EVENT_CHUNK - 1) / EVENT_CHUNK;
-    if (!world_grow(w, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
                     0))
         return false;
     threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
@@ -93,8 +93,8 @@ bool events_update(broadphase_world *w) {
         ne += d;
     }
     bool ok =
-        world_grow(w, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
-        world_grow(w, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
+        heap_grow(&w->heap, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
+        heap_grow(&w->heap, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
     if (ok) {
         c.write = true;
         threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
@@ -109,10 +109,10 @@ bool events_update(broadphase_world *w) {
 
 void events_release(broadphase_world *w) {
     events_state *e = &w->events;
-    world_free(w, e->begun, e->begun_capacity * sizeof(broadphase_pair));
-    world_free(w, e->ended, e->ended_capacity * sizeof(broadphase_pair));
-    world_free(w, e->fresh, e->fresh_capacity);
-    world_free(w, e->chunk_count, e->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, e->begun, e->begun_capacity * sizeof(broadphase_pair));
+    heap_free(&w->heap, e->ended, e->ended_capacity * sizeof(broadphase_pair));
+    heap_free(&w->heap, e->fresh, e->fresh_capacity);
+    heap_free(&w->heap, e->chunk_count, e->chunk_capacity * sizeof(size_t));
     memset(e, 0, sizeof *e);
 }
 

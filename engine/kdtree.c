@@ -6,6 +6,8 @@
  * filtered by the side of each plane), all with the SIMD kernels. REBUILD partitions from
  * scratch in parallel tasks; REFIT keeps the planes and re-homes the objects that left their
  * node; AUTO refits until the cost figure degrades past the configured factor. */
+#include "clock.h"
+#include "bits.h"
 #include "kdtree.h"
 
 #include "overlap.h"
@@ -150,7 +152,7 @@ static uint32_t rehome(const kd_node *nodes, uint32_t n, const float mn[3], cons
 
 static kdtree *tree_of(broadphase_world *w) {
     if (!w->kdtree) {
-        w->kdtree = world_alloc(w, sizeof(kdtree));
+        w->kdtree = heap_alloc(&w->heap, sizeof(kdtree));
         if (w->kdtree) {
             memset(w->kdtree, 0, sizeof(kdtree));
             w->kdtree->node_count = 0;
@@ -538,7 +540,7 @@ static void measure_chunk(size_t chunk, int worker, void *p) {
 /* The cost figure and the statistics, summed over node chunks. False on out of memory. */
 static bool measure(broadphase_world *w, kdtree *t) {
     size_t chunks = node_chunks(w, t, t->slots.count);
-    if (!world_grow(w, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure), 0))
+    if (!heap_grow(&w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure), 0))
         return false;
     tree_ctx c = {w, t, 0, false, 0, 0};
     threads_for_chunks(w->workers, chunks, measure_chunk, &c);
@@ -570,12 +572,12 @@ static void root_init(kd_node *root) {
 static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     t->slot_chunk = slot_chunk_size(w->id_end, w->workers);
     size_t chunks = threads_chunk_count(w->id_end, t->slot_chunk);
-    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
+        !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
                     sizeof(kd_record), 0) ||
         !tree_slots_reserve(w, &t->slots, world_tree_count(w)) || !id_tables_reserve(w, t) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx g = {w, t, 0, false, 0, 0};
@@ -587,7 +589,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     /* Nodes: usually about count / 3; retried with more room in the rare case of overflow. */
     size_t want = count / 2 + MIN_NODE_CAPACITY;
     if (want > t->node_capacity &&
-        !world_grow(w, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
+        !heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     build_ctx b = {t, w->config.dimensions, w->config.leaf_size, w->config.max_depth};
     for (;;) {
@@ -598,7 +600,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         threads_run_tasks(w->workers, build_node, &root);
         if (!t->overflow) break;
         /* A partition is not undone, but rebuilding from the same records is still exact. */
-        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
                         sizeof(kd_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
@@ -606,9 +608,9 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     /* Sized by the node pool, not the node count, so that a tree a few nodes larger than the
      * last does not allocate. */
     size_t room = t->node_capacity + 1;
-    if (!world_grow(w, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
+    if (!heap_grow(&w->heap, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     number_preorder(t, 0, 0);
     tree_ctx r = {w, t, 0, false, 0, 0};
@@ -919,19 +921,19 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     size_t chunks = threads_chunk_count(t->slots.count, t->slot_chunk);
     size_t nodes = t->node_count;
     size_t pool = t->node_capacity; /* the pool, as in the build: room that seldom grows */
-    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
+        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), t->slots.count) ||
-        !world_grow(w, (void **)&t->own_count, &t->own_count_capacity, pool + 1, sizeof(uint32_t),
+        !heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1, sizeof(uint32_t),
+        !heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
+        !heap_grow(&w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1, sizeof(uint32_t),
+        !heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1, sizeof(uint32_t),
                     0) ||
         !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -941,8 +943,8 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     /* Sized for every object moving at once, so that the count of movers, which changes every
      * step, never makes a step allocate. */
     size_t need = t->slots.count + w->added_count + 1;
-    if (!world_grow(w, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
-        !world_grow(w, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0))
+    if (!heap_grow(&w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
 
@@ -1035,11 +1037,11 @@ static bool narrow_list(const search_ctx *c, tree_worker *k, const kd_node *node
         all.max[a] = k->lmax[a];
     }
     size_t first = *le;
-    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, world_next_up(slab_hi), 0,
+    size_t below = simd_boxes_select(&all, k->lid, *lb, *le, c->dims, x, bits_next_up(slab_hi), 0,
                                      k->lmin, k->lmax, k->lid, first);
     size_t second = first + below + SIMD_PAD;
     size_t kept = simd_boxes_select(&all, k->lid, first, first + below, c->dims, x,
-                                    world_next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
+                                    bits_next_down(slab_lo), 1, k->lmin, k->lmax, k->lid, second);
     *lb = second;
     *le = second + kept;
     return true;
@@ -1094,7 +1096,7 @@ static void test_own(const search_ctx *c, tree_worker *k, pairs_writer *wr, cons
         float qmin[3] = {k->lmin[0][x], k->lmin[1][x], c->dims == 3 ? k->lmin[2][x] : 0.0f};
         float qmax[3] = {k->lmax[0][x], k->lmax[1][x], c->dims == 3 ? k->lmax[2][x] : 0.0f};
         /* Rounded down: an object whose min is below this ends before the query begins. */
-        float from = world_next_down(qmin[s] - node->reach);
+        float from = bits_next_down(qmin[s] - node->reach);
         uint32_t first = tree_bound(t->slots.smin[b][s], lo, hi, from, false);
         uint32_t last = tree_bound(t->slots.smin[b][s], first, hi, qmax[s], true);
         if (first == last) continue;
@@ -1173,7 +1175,7 @@ static size_t ancestors_list(const search_ctx *c, tree_worker *k, uint32_t r, bo
             int x = anc->axis;
             if (!(anc->slab_lo < target->cell_hi[x] && anc->slab_hi > target->cell_lo[x])) continue;
             first = tree_bound(smin[s], first, last,
-                               world_next_down(target->cell_lo[s] - anc->reach), false);
+                               bits_next_down(target->cell_lo[s] - anc->reach), false);
             last = tree_bound(smin[s], first, last, target->cell_hi[s], false);
         }
         for (uint32_t i = first; i < last; i++) {
@@ -1232,7 +1234,7 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* At most one subtree job per node plus the pieces of own objects. */
     size_t max_jobs = t->node_capacity + t->slots.capacity / OWN_PIECE + 2;
-    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
+    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0);
@@ -1283,7 +1285,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
 broadphase_status kdtree_step(broadphase_world *w) {
     kdtree *t = tree_of(w);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    double t0 = world_now_ms();
+    double t0 = clock_now_ms();
     bool full =
         tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s;
@@ -1307,7 +1309,7 @@ broadphase_status kdtree_step(broadphase_world *w) {
 #ifdef BROADPHASE_DEEP_VALIDATE
     validate(w, t);
 #endif
-    double t1 = world_now_ms();
+    double t1 = clock_now_ms();
     s = search(w, t);
     tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
     return s;
@@ -1341,25 +1343,25 @@ void kdtree_destroy(broadphase_world *w) {
     kdtree *t = w->kdtree;
     if (!t) return;
     tree_workers_release(w, &t->workers);
-    world_free(w, t->nodes, t->node_capacity * sizeof(kd_node));
+    heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(kd_node));
     tree_slots_release(w, &t->slots);
-    world_free(w, t->records, t->record_capacity * sizeof(kd_record));
-    world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
-    world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
-    world_free(w, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
-    world_free(w, t->own_count, t->own_count_capacity * sizeof(uint32_t));
-    world_free(w, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
-    world_free(w, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
-    world_free(w, t->arrive_end, t->arrive_end_capacity * sizeof(uint32_t));
-    world_free(w, t->order, t->order_capacity * sizeof(uint32_t));
-    world_free(w, t->skip, t->skip_capacity * sizeof(uint32_t));
-    world_free(w, t->scan, t->scan_capacity * sizeof(size_t));
-    world_free(w, t->parts, t->part_capacity * sizeof(kd_measure));
-    world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
-    world_free(w, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
-    world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));
-    world_free(w, t->jobs, t->job_capacity * sizeof(kd_job));
-    world_free(w, t, sizeof *t);
+    heap_free(&w->heap, t->records, t->record_capacity * sizeof(kd_record));
+    heap_free(&w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->own_count, t->own_count_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->arrive_end, t->arrive_end_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->order, t->order_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->skip, t->skip_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->scan, t->scan_capacity * sizeof(size_t));
+    heap_free(&w->heap, t->parts, t->part_capacity * sizeof(kd_measure));
+    heap_free(&w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, t->jobs, t->job_capacity * sizeof(kd_job));
+    heap_free(&w->heap, t, sizeof *t);
     w->kdtree = NULL;
 }
 

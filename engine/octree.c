@@ -29,6 +29,8 @@
  * branch is reused (up to LIFESPAN_CAP), so that traffic through a region does not churn nodes.
  * An object leaving the root makes the root grow (a rebuild with a root at least twice as
  * large). */
+#include "clock.h"
+#include "bits.h"
 #include "octree.h"
 
 #include "overlap.h"
@@ -201,11 +203,11 @@ static uint64_t cell_key(const octree *t, int level, const uint32_t cell[3]) {
     int shift = t->depth - level;
     uint64_t m;
     if (t->dims == 3)
-        m = tree_spread3((uint64_t)cell[0] << shift) |
-            tree_spread3((uint64_t)cell[1] << shift) << 1 |
-            tree_spread3((uint64_t)cell[2] << shift) << 2;
+        m = bits_spread3((uint64_t)cell[0] << shift) |
+            bits_spread3((uint64_t)cell[1] << shift) << 1 |
+            bits_spread3((uint64_t)cell[2] << shift) << 2;
     else
-        m = tree_spread2((uint64_t)cell[0] << shift) | tree_spread2((uint64_t)cell[1] << shift)
+        m = bits_spread2((uint64_t)cell[0] << shift) | bits_spread2((uint64_t)cell[1] << shift)
                                                            << 1;
     return m << LEVEL_BITS | (uint64_t)level;
 }
@@ -356,7 +358,7 @@ static void node_init(oc_node *n, uint32_t parent, int level, const uint32_t cel
 
 static octree *tree_of(broadphase_world *w) {
     if (!w->octree) {
-        w->octree = world_alloc(w, sizeof(octree));
+        w->octree = heap_alloc(&w->heap, sizeof(octree));
         if (w->octree) {
             memset(w->octree, 0, sizeof(octree));
             w->octree->fl_gen = 1; /* new nodes (list_gen 0) are in no list */
@@ -376,7 +378,7 @@ static bool by_node_reserve(broadphase_world *w, octree *t) {
     size_t got = 0;
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         size_t c = cap;
-        if (!world_grow(w, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
+        if (!heap_grow(&w->heap, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
         got = c;
     }
     for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
@@ -389,7 +391,7 @@ static bool by_node_reserve(broadphase_world *w, octree *t) {
 static uint32_t node_new(broadphase_world *w, octree *t) {
     if (t->free_count) return t->free_nodes[--t->free_count];
     if (t->node_count >= t->node_capacity) {
-        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
+        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
                         sizeof(oc_node), t->node_count) ||
             !by_node_reserve(w, t))
             return NONE;
@@ -750,28 +752,28 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     size_t chunks = threads_chunk_count(w->id_end, t->id_chunk);
     size_t count = world_tree_count(w);
     size_t hist = threads_radix_scratch_size(w->workers);
-    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
+        !heap_grow(&w->heap, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
                     sizeof(float), 0) ||
         !tree_slots_reserve(w, &t->slots, count) || !id_tables_reserve(w, t) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (count + 1 > t->key_capacity) {
         size_t cap = t->key_capacity;
         size_t c2 = cap, c3 = cap, c4 = cap;
-        if (!world_grow(w, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
-            !world_grow(w, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
+        if (!heap_grow(&w->heap, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
         t->key_capacity = cap;
     }
     if (hist > t->hist_bytes) {
-        void *h = world_alloc(w, hist);
+        void *h = heap_alloc(&w->heap, hist);
         if (!h) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        world_free(w, t->hist, t->hist_bytes);
+        heap_free(&w->heap, t->hist, t->hist_bytes);
         t->hist = h;
         t->hist_bytes = hist;
     }
@@ -803,7 +805,7 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     if (10 * (count / leaf) + MIN_NODE_CAPACITY < want)
         want = 10 * (count / leaf) + MIN_NODE_CAPACITY;
     if (want > t->node_capacity &&
-        !world_grow(w, (void **)&t->nodes, &t->node_capacity, want, sizeof(oc_node), 0))
+        !heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(oc_node), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     for (;;) {
         t->overflow = false;
@@ -813,7 +815,7 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
         build_task root = {w, 0, 0, (uint32_t)count};
         threads_run_tasks(w->workers, build_node, &root);
         if (!t->overflow) break;
-        if (!world_grow(w, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
                         sizeof(oc_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
@@ -1318,13 +1320,13 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
     size_t need = t->slots.count + w->added_count + 1;
-    if (!world_grow(w, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
+        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
                     0) ||
-        !world_grow(w, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                     sizeof(uint32_t), t->slots.count) ||
-        !world_grow(w, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
+        !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
                     sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t) || !by_node_reserve(w, t))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -1332,10 +1334,10 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
      * number of movers, which changes every step, never makes a step allocate. */
     if (need > t->move_capacity) {
         size_t c1 = t->move_capacity, c2 = c1, c3 = t->ref_capacity, c4 = c3;
-        if (!world_grow(w, (void **)&t->moves, &c1, need, sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&t->moves_tmp, &c2, c1, sizeof(uint64_t), 0) ||
-            !world_grow(w, (void **)&t->refs, &c3, 2 * c1, sizeof(uint32_t), 0) ||
-            !world_grow(w, (void **)&t->refs_tmp, &c4, c3, sizeof(uint32_t), 0))
+        if (!heap_grow(&w->heap, (void **)&t->moves, &c1, need, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->moves_tmp, &c2, c1, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->refs, &c3, 2 * c1, sizeof(uint32_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->refs_tmp, &c4, c3, sizeof(uint32_t), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
         t->move_capacity = c1;
         t->ref_capacity = c3;
@@ -1825,7 +1827,7 @@ static int by_u32(const void *x, const void *y) {
  * pairs, often a few more, and growing again means new pages to fault in, which took the second
  * making at 1e6 from 7.5 ms to 15-18 (perf/NOTES.md, row 107). Contents are not kept. */
 static bool flat_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
-    return need <= *capacity || world_grow(w, p, capacity, need + need / 8, size, 0);
+    return need <= *capacity || heap_grow(&w->heap, p, capacity, need + need / 8, size, 0);
 }
 
 /* Makes the flat search's list for the tree as measured (no FLAT_NEVER). False on out of
@@ -1985,7 +1987,7 @@ static broadphase_status search(broadphase_world *w, octree *t) {
     /* Counted first, then written. */
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, false);
-    if (!world_grow(w, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job), 0))
+    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, true);
@@ -2071,7 +2073,7 @@ static broadphase_status update(broadphase_world *w, octree *t) {
 broadphase_status octree_step(broadphase_world *w) {
     octree *t = tree_of(w);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    double t0 = world_now_ms();
+    double t0 = clock_now_ms();
     broadphase_status s = BROADPHASE_OK;
     if (tree_idle(w, t->built && t->built_empty))
         w->stats.refits++;
@@ -2084,7 +2086,7 @@ broadphase_status octree_step(broadphase_world *w) {
 #ifdef BROADPHASE_DEEP_VALIDATE
     validate(w, t);
 #endif
-    double t1 = world_now_ms();
+    double t1 = clock_now_ms();
     s = search(w, t);
     tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
     return s;
@@ -2133,34 +2135,34 @@ void octree_destroy(broadphase_world *w) {
     if (!t) return;
     tree_workers_release(w, &t->workers);
     tree_slots_release(w, &t->slots);
-    world_free(w, t->nodes, t->node_capacity * sizeof(oc_node));
-    world_free(w, t->keys, t->key_capacity * sizeof(uint64_t));
-    world_free(w, t->keys_tmp, t->key_capacity * sizeof(uint64_t));
-    world_free(w, t->vals, t->key_capacity * sizeof(uint32_t));
-    world_free(w, t->vals_tmp, t->key_capacity * sizeof(uint32_t));
-    world_free(w, t->hist, t->hist_bytes);
-    world_free(w, t->chunk_count, t->chunk_capacity * sizeof(size_t));
-    world_free(w, t->chunk_bounds, t->chunk_bounds_capacity * sizeof(float));
-    world_free(w, t->node_of, t->node_of_capacity * sizeof(uint32_t));
-    world_free(w, t->dest, t->dest_capacity * sizeof(uint32_t));
-    world_free(w, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
-    world_free(w, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(oc_node));
+    heap_free(&w->heap, t->keys, t->key_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->keys_tmp, t->key_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->vals, t->key_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->vals_tmp, t->key_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->hist, t->hist_bytes);
+    heap_free(&w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, t->chunk_bounds, t->chunk_bounds_capacity * sizeof(float));
+    heap_free(&w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
     uint32_t **by_node[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
                             &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
     for (size_t i = 0; i < sizeof by_node / sizeof by_node[0]; i++)
-        world_free(w, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
-    world_free(w, t->moves, t->move_capacity * sizeof(uint64_t));
-    world_free(w, t->moves_tmp, t->move_capacity * sizeof(uint64_t));
-    world_free(w, t->refs, t->ref_capacity * sizeof(uint32_t));
-    world_free(w, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
-    world_free(w, t->jobs, t->job_capacity * sizeof(oc_job));
-    world_free(w, t->fl_leaf, t->fl_leaf_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
-    world_free(w, t->fl_region, t->fl_region_capacity * sizeof(float));
-    world_free(w, t, sizeof *t);
+        heap_free(&w->heap, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->moves_tmp, t->move_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, t->refs, t->ref_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->jobs, t->job_capacity * sizeof(oc_job));
+    heap_free(&w->heap, t->fl_leaf, t->fl_leaf_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, t->fl_region, t->fl_region_capacity * sizeof(float));
+    heap_free(&w->heap, t, sizeof *t);
     w->octree = NULL;
 }
 

@@ -1,6 +1,7 @@
 /* Pair output: keys emitted into buckets by their top bits during the search, then each bucket
  * sorted by one worker in cache and written to the published array. Nothing here allocates once
  * the pool and arrays have reached the size the scene needs. */
+#include "bits.h"
 #include "pairs.h"
 
 #include "parallel.h"
@@ -34,8 +35,8 @@ static bool matrix_prepare(broadphase_world *w, size_t rows, size_t row_words) {
     size_t workers = (size_t)w->workers, words = workers * rows * row_words;
     size_t chunks = (rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
     size_t old = ps->bits_capacity;
-    if (!world_grow(w, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
-        !world_grow(w, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
+        !heap_grow(&w->heap, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
                     0))
         return false;
     if (ps->bits_capacity != old) ps->matrix_zero = 0; /* new memory */
@@ -98,15 +99,15 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     /* Each worker's cursors on cache lines of their own: they are written on every push. */
     size_t row = (buckets + 7) & ~(size_t)7;
     ps->cursor_row = row;
-    if (!world_grow(w, (void **)&ps->pool, &ps->pool_capacity, (blocks + workers) << block_bits,
+    if (!heap_grow(&w->heap, (void **)&ps->pool, &ps->pool_capacity, (blocks + workers) << block_bits,
                     sizeof(uint64_t), 0) ||
-        !world_grow(w, (void **)&ps->block_bucket, &ps->block_bucket_capacity, blocks + workers,
+        !heap_grow(&w->heap, (void **)&ps->block_bucket, &ps->block_bucket_capacity, blocks + workers,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&ps->block_fill, &ps->block_fill_capacity, blocks + workers,
+        !heap_grow(&w->heap, (void **)&ps->block_fill, &ps->block_fill_capacity, blocks + workers,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
+        !heap_grow(&w->heap, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
                     sizeof(uint32_t), 0) ||
-        !world_grow(w, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
+        !heap_grow(&w->heap, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
                     0))
         return false;
     size_t usable = ps->pool_capacity >> block_bits;
@@ -324,9 +325,9 @@ static void unpack_range(size_t begin, size_t end, int worker, void *p) {
 static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
     pairs_state *ps = &w->pairs;
     size_t m = ps->bucket_count[bucket];
-    if (!world_grow(w, (void **)&ps->keys, &ps->key_capacity, m, sizeof(uint64_t), 0) ||
-        !world_grow(w, (void **)&ps->tmp, &ps->tmp_capacity, m, sizeof(uint64_t), 0) ||
-        !world_grow(w, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(w->workers), 1, 0))
+    if (!heap_grow(&w->heap, (void **)&ps->keys, &ps->key_capacity, m, sizeof(uint64_t), 0) ||
+        !heap_grow(&w->heap, (void **)&ps->tmp, &ps->tmp_capacity, m, sizeof(uint64_t), 0) ||
+        !heap_grow(&w->heap, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(w->workers), 1, 0))
         return false;
     size_t n = 0;
     uint64_t prefix, below;
@@ -357,7 +358,7 @@ static bool group_blocks(broadphase_world *w, size_t *total_out, size_t *largest
         size_t block = (pos - 1) >> ps->block_bits;
         ps->block_fill[block] = (uint32_t)(pos - block * block_keys);
     }
-    if (!world_grow(w, (void **)&ps->bucket_mem, &ps->bucket_mem_capacity, 3 * (buckets + 1),
+    if (!heap_grow(&w->heap, (void **)&ps->bucket_mem, &ps->bucket_mem_capacity, 3 * (buckets + 1),
                     sizeof(size_t), 0))
         return false;
     ps->bucket_first = ps->bucket_mem;
@@ -411,7 +412,7 @@ static void matrix_count(size_t chunk, int worker, void *p) {
     if (end > c->rows) end = c->rows;
     for (size_t a = chunk * MATRIX_ROWS; a < end; a++)
         for (size_t j = a >> 6; j < ps->row_words; j++)
-            sum += (size_t)world_popcount64(matrix_word(ps, stride, a * ps->row_words + j, false));
+            sum += (size_t)bits_popcount64(matrix_word(ps, stride, a * ps->row_words + j, false));
     ps->chunk_count[chunk] = sum;
 }
 
@@ -443,7 +444,7 @@ static pairs_result matrix_finish(broadphase_world *w) {
     threads_for_chunks(ps->workers, chunks, matrix_count, &c);
     size_t total = threads_exclusive_scan(ps->workers, ps->chunk_count, chunks);
     if ((total > ps->out_capacity || !ps->out) &&
-        !world_grow(w, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+        !heap_grow(&w->heap, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
                     sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     threads_for_chunks(ps->workers, chunks, matrix_emit, &c);
@@ -459,7 +460,7 @@ pairs_result pairs_finish(broadphase_world *w) {
     size_t total, largest, workers = (size_t)ps->workers;
     if (!group_blocks(w, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
     if ((total > ps->out_capacity || !ps->out) &&
-        !world_grow(w, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+        !heap_grow(&w->heap, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
                     sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     /* A worker sorts buckets up to its share of the pairs in its own scratch, so that all the
@@ -468,7 +469,7 @@ pairs_result pairs_finish(broadphase_world *w) {
     size_t run = ((largest < ps->big ? largest : ps->big) + 7) & ~(size_t)7;
     if (workers * (COUNT_WORDS + 2 * run) > ps->scratch_capacity) {
         run = (run + run / 4 + 7) & ~(size_t)7; /* a quarter to spare, as for out */
-        if (!world_grow(w, (void **)&ps->scratch, &ps->scratch_capacity,
+        if (!heap_grow(&w->heap, (void **)&ps->scratch, &ps->scratch_capacity,
                         workers * (COUNT_WORDS + 2 * run), sizeof(uint64_t), 0))
             return PAIRS_OUT_OF_MEMORY;
     }
@@ -486,20 +487,20 @@ pairs_result pairs_finish(broadphase_world *w) {
 
 void pairs_release(broadphase_world *w) {
     pairs_state *ps = &w->pairs;
-    world_free(w, ps->pool, ps->pool_capacity * sizeof(uint64_t));
-    world_free(w, ps->block_bucket, ps->block_bucket_capacity * sizeof(uint32_t));
-    world_free(w, ps->block_fill, ps->block_fill_capacity * sizeof(uint32_t));
-    world_free(w, ps->cursors, ps->cursor_capacity * sizeof(size_t));
-    world_free(w, ps->block_list, ps->block_list_capacity * sizeof(uint32_t));
-    world_free(w, ps->bucket_mem, ps->bucket_mem_capacity * sizeof(size_t));
-    world_free(w, ps->scratch, ps->scratch_capacity * sizeof(uint64_t));
-    world_free(w, ps->keys, ps->key_capacity * sizeof(uint64_t));
-    world_free(w, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
-    world_free(w, ps->hist, ps->hist_bytes);
-    world_free(w, ps->out, ps->out_capacity * sizeof(broadphase_pair));
-    world_free(w, ps->prev, ps->prev_capacity * sizeof(broadphase_pair));
-    world_free(w, ps->bits, ps->bits_capacity * sizeof(uint64_t));
-    world_free(w, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, ps->pool, ps->pool_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, ps->block_bucket, ps->block_bucket_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, ps->block_fill, ps->block_fill_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, ps->cursors, ps->cursor_capacity * sizeof(size_t));
+    heap_free(&w->heap, ps->block_list, ps->block_list_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, ps->bucket_mem, ps->bucket_mem_capacity * sizeof(size_t));
+    heap_free(&w->heap, ps->scratch, ps->scratch_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, ps->keys, ps->key_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, ps->hist, ps->hist_bytes);
+    heap_free(&w->heap, ps->out, ps->out_capacity * sizeof(broadphase_pair));
+    heap_free(&w->heap, ps->prev, ps->prev_capacity * sizeof(broadphase_pair));
+    heap_free(&w->heap, ps->bits, ps->bits_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
     memset(ps, 0, sizeof *ps);
 }
 

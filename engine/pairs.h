@@ -11,6 +11,7 @@
  * ran in. */
 #pragma once
 
+#include "bits.h"
 #include "broadphase.h"
 
 #include <stdbool.h>

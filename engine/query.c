@@ -14,6 +14,7 @@
  * in the bounds (query_math.h), so pruning by the bounds never drops an object the exact test
  * would take; the object tests are the same functions brute force and the tests' reference
  * use, so all methods give the same ids, the same t and the same distances. */
+#include "bits.h"
 #include "query.h"
 
 #include "query_math.h"
@@ -290,7 +291,7 @@ static void offer(const broadphase_world *w, const query *q, query_out *o, uint3
 
 enum { OUTSIDE, PARTIAL, INSIDE };
 
-/* A sphere's box is kept within the float range (world_round_down), so a sphere reaching past
+/* A sphere's box is kept within the float range (bits_round_down), so a sphere reaching past
  * FLT_MAX has a box that ends at FLT_MAX while its ball goes on. A box query, a ball query, a
  * point and a nearest search meet such a ball within the float range if at all (their regions
  * are finite, and the nearest point of a ball lies between the query and its centre); a pair
@@ -404,18 +405,18 @@ static bool reach_box(const query *q, const query_out *o, float lo[3], float hi[
         for (int k = 0; k < dims; k++) {
             double a = q->ray.o[k], z = q->ray.o[k] + q->ray.d[k] * t;
             double mn = a < z ? a : z, mx = a < z ? z : a;
-            lo[k] = world_round_down(mn);
-            hi[k] = world_round_up(mx);
+            lo[k] = bits_round_down(mn);
+            hi[k] = bits_round_up(mx);
         }
         return true;
     }
     if (q->kind == QUERY_NEAREST && isfinite(o->bound)) {
         /* a distance kept rounds to at most the bound: below the next float up (which also
          * covers squared distances that underflowed to 0) */
-        double r = sqrt((double)world_next_up((float)o->bound)) * (1.0 + 1e-6);
+        double r = sqrt((double)bits_next_up((float)o->bound)) * (1.0 + 1e-6);
         for (int k = 0; k < dims; k++) {
-            lo[k] = world_round_down((double)q->p[k] - r);
-            hi[k] = world_round_up((double)q->p[k] + r);
+            lo[k] = bits_round_down((double)q->p[k] - r);
+            hi[k] = bits_round_up((double)q->p[k] + r);
         }
         return true;
     }
@@ -508,7 +509,7 @@ static void own_objects(const broadphase_world *w, const query *q, query_out *o,
     if (n->sweep < 3 && reach_box(q, o, rlo, rhi)) {
         /* only the run whose min can reach the box on the sweep axis */
         const float *key_min = b->min[n->sweep];
-        float from = world_next_down(rlo[n->sweep] - n->reach);
+        float from = bits_next_down(rlo[n->sweep] - n->reach);
         begin = tree_bound(key_min, begin, end, from, false);
         end = tree_bound(key_min, begin, end, rhi[n->sweep], true);
     }
@@ -655,8 +656,8 @@ void query_state_init(query_state *s) {
 void query_state_release(broadphase_world *w) {
     query_state *s = &w->query;
     statics_field_release(w, &s->field);
-    world_free(w, s->pending, s->pending_capacity * sizeof(uint32_t));
-    world_free(w, s->flag, s->flag_capacity);
+    heap_free(&w->heap, s->pending, s->pending_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, s->flag, s->flag_capacity);
     threads_mutex_destroy(&s->lock);
 }
 
@@ -669,13 +670,13 @@ static bool gather(broadphase_world *w) {
     s->current = s->structures && w->moved_count == 0;
     if (s->current) return true;
     size_t need = s->structures ? w->moved_count : w->live_count;
-    if (!world_grow(w, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t), 0))
+    if (!heap_grow(&w->heap, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t), 0))
         return false;
     for (uint32_t i = 0; i < w->id_end; i++)
         if (w->kind[i] != OBJECT_FREE && (!s->structures || w->changed[i] == w->epoch))
             s->pending[s->pending_count++] = i;
     if (s->pending_count < PENDING_FIELD_MIN) return true;
-    if (!world_grow(w, (void **)&s->flag, &s->flag_capacity, w->id_end, 1, 0)) return false;
+    if (!heap_grow(&w->heap, (void **)&s->flag, &s->flag_capacity, w->id_end, 1, 0)) return false;
     memset(s->flag, 0, w->id_end);
     for (size_t i = 0; i < s->pending_count; i++) s->flag[s->pending[i]] = 1;
     if (!statics_field_build(w, &s->field, s->flag, s->pending_count)) return false;
@@ -770,8 +771,8 @@ static broadphase_status make_sphere(query *q, int dims, const float c[3], float
     for (int k = 0; k < dims; k++) {
         q->c[k] = c[k];
         /* widened outward, so that the kernel's float test keeps all the exact test takes */
-        q->lo[k] = world_round_down((double)c[k] - r);
-        q->hi[k] = world_round_up((double)c[k] + r);
+        q->lo[k] = bits_round_down((double)c[k] - r);
+        q->hi[k] = bits_round_up((double)c[k] + r);
     }
     return BROADPHASE_OK;
 }
@@ -1112,8 +1113,8 @@ static bool batch_order(batch *b, int workers) {
                 c[k] = u < cells ? (uint64_t)u : (uint64_t)cells;
             }
             keys[i] = dims == 3
-                          ? tree_spread3(c[0]) | tree_spread3(c[1]) << 1 | tree_spread3(c[2]) << 2
-                          : tree_spread2(c[0]) | tree_spread2(c[1]) << 1;
+                          ? bits_spread3(c[0]) | bits_spread3(c[1]) << 1 | bits_spread3(c[2]) << 2
+                          : bits_spread2(c[0]) | bits_spread2(c[1]) << 1;
             b->order[i] = (uint32_t)i;
         }
         threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,

@@ -1,5 +1,6 @@
 /* Only-moved updates (see rest.h): when the rest is built or dropped, and the carry-over of the
  * last step's pairs between objects out of the tree. */
+#include "bits.h"
 #include "rest.h"
 
 #include "parallel.h"
@@ -18,7 +19,7 @@ enum {
 bool rest_reserve(broadphase_world *w, size_t need) {
     rest_state *r = &w->rest;
     size_t old = r->capacity;
-    if (!world_grow(w, (void **)&r->at_rest, &r->capacity, need, 1, old)) return false;
+    if (!heap_grow(&w->heap, (void **)&r->at_rest, &r->capacity, need, 1, old)) return false;
     memset(r->at_rest + old, 0, r->capacity - old);
     return true;
 }
@@ -125,7 +126,7 @@ static void carry_count(size_t chunk, int worker, void *p) {
                      out_of_tree(at_rest, is_static, c->last[k].b))
                     << (k - i);
         c->keep[i / 64] = bits;
-        n += world_popcount64(bits);
+        n += bits_popcount64(bits);
     }
     c->kept[chunk] = n;
 }
@@ -169,7 +170,7 @@ static void carry_write(size_t chunk, int worker, void *p) {
  * quarter to spare: the pair list's buffers take turns (the merged list is the next step's
  * previous one, and so on), and a count that creeps up must not grow one every step. */
 static bool grow_spare(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
-    return (*p && need <= *capacity) || world_grow(w, p, capacity, need + need / 4, size, 0);
+    return (*p && need <= *capacity) || heap_grow(&w->heap, p, capacity, need + need / 4, size, 0);
 }
 
 bool rest_carry_over(broadphase_world *w) {
@@ -208,10 +209,10 @@ bool rest_carry_over(broadphase_world *w) {
 
 void rest_release(broadphase_world *w) {
     rest_state *r = &w->rest;
-    world_free(w, r->at_rest, r->capacity);
-    world_free(w, r->chunk_kept, r->chunk_capacity * sizeof(size_t));
-    world_free(w, r->keep, r->keep_capacity * sizeof(uint64_t));
-    world_free(w, r->merged, r->merged_capacity * sizeof(broadphase_pair));
+    heap_free(&w->heap, r->at_rest, r->capacity);
+    heap_free(&w->heap, r->chunk_kept, r->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, r->keep, r->keep_capacity * sizeof(uint64_t));
+    heap_free(&w->heap, r->merged, r->merged_capacity * sizeof(broadphase_pair));
     statics_field_release(w, &r->field);
     memset(r, 0, sizeof *r);
 }

@@ -1,5 +1,6 @@
 /* The static field (see statics.h): built from the world's static objects when they change, and
  * queried by the objects in the trees during every search. */
+#include "bits.h"
 #include "statics.h"
 
 #include "parallel.h"
@@ -26,9 +27,9 @@ static size_t level_bytes(size_t blocks) {
 static bool level_reserve(broadphase_world *w, statics_level *l, size_t count) {
     size_t blocks = (count + 7) / 8 + 1;
     if (blocks > l->capacity) {
-        float *b = world_alloc(w, level_bytes(blocks));
+        float *b = heap_alloc(&w->heap, level_bytes(blocks));
         if (!b) return false;
-        world_free(w, l->blocks, level_bytes(l->capacity));
+        heap_free(&w->heap, l->blocks, level_bytes(l->capacity));
         l->blocks = b;
         l->capacity = blocks;
     }
@@ -96,8 +97,8 @@ static uint64_t centre_key(const build_ctx *c, const float m[3], int dims) {
         cell[k] = (uint64_t)(u < 0.0 ? 0.0 : u > top ? top : u);
     }
     if (dims == 3)
-        return tree_spread3(cell[0]) | tree_spread3(cell[1]) << 1 | tree_spread3(cell[2]) << 2;
-    return tree_spread2(cell[0]) | tree_spread2(cell[1]) << 1;
+        return bits_spread3(cell[0]) | bits_spread3(cell[1]) << 1 | bits_spread3(cell[2]) << 2;
+    return bits_spread2(cell[0]) | bits_spread2(cell[1]) << 1;
 }
 
 static void write_keys(size_t chunk, int worker, void *p) {
@@ -157,16 +158,16 @@ bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *f
     f->levels = 0;
     if (count == 0) return true;
     size_t chunks = (w->id_end + STATICS_CHUNK - 1) / STATICS_CHUNK;
-    if (!world_grow(w, (void **)&f->chunk_count, &f->chunk_capacity, chunks + 1, sizeof(size_t),
+    if (!heap_grow(&w->heap, (void **)&f->chunk_count, &f->chunk_capacity, chunks + 1, sizeof(size_t),
                     0) ||
-        !world_grow(w, (void **)&f->chunk_bounds, &f->chunk_bounds_capacity, 6 * (chunks + 1),
+        !heap_grow(&w->heap, (void **)&f->chunk_bounds, &f->chunk_bounds_capacity, 6 * (chunks + 1),
                     sizeof(float), 0) ||
-        !world_grow(w, (void **)&f->ids, &f->ids_capacity, count + 1, sizeof(uint32_t), 0))
+        !heap_grow(&w->heap, (void **)&f->ids, &f->ids_capacity, count + 1, sizeof(uint32_t), 0))
         return false;
     /* The sort's memory is kept, so that statics moving every step allocate nothing either. */
     size_t hist = threads_radix_scratch_size(w->workers);
     size_t sort_bytes = count * 2 * (sizeof(uint64_t) + sizeof(uint32_t)) + hist;
-    if (!world_grow(w, &f->sort, &f->sort_bytes, sort_bytes, 1, 0)) return false;
+    if (!heap_grow(&w->heap, &f->sort, &f->sort_bytes, sort_bytes, 1, 0)) return false;
     build_ctx c = {.w = w, .f = f, .flags = flags, .keys = f->sort};
     uint64_t *keys_tmp = c.keys + count;
     c.vals = (uint32_t *)(keys_tmp + count);
@@ -448,7 +449,7 @@ static bool cache_inside(const statics_cache_entry *e, const float qmin[3], cons
 }
 
 /* Entry e's fat box, around the box (qmin, qmax), for the field as it is. Kept finite (see
- * world_round_down): an object longer than FLT_MAX would otherwise get a fat box from -inf to
+ * bits_round_down): an object longer than FLT_MAX would otherwise get a fat box from -inf to
  * +inf, which the fill's walk finds overlapping the sentinels of the pyramid's blocks. */
 static void cache_fat(const query_ctx *c, statics_cache_entry *e, const float qmin[3],
                       const float qmax[3]) {
@@ -460,8 +461,8 @@ static void cache_fat(const query_ctx *c, statics_cache_entry *e, const float qm
     }
     double m = side * CACHE_MARGIN;
     for (int k = 0; k < 3; k++) {
-        e->fat[k] = k < dims ? world_round_down((double)qmin[k] - m) : qmin[k];
-        e->fat[3 + k] = k < dims ? world_round_up((double)qmax[k] + m) : qmax[k];
+        e->fat[k] = k < dims ? bits_round_down((double)qmin[k] - m) : qmin[k];
+        e->fat[3 + k] = k < dims ? bits_round_up((double)qmax[k] + m) : qmax[k];
     }
     e->generation = c->f->rebuilds;
 }
@@ -549,9 +550,9 @@ static bool cache_prepare(broadphase_world *w, statics_field *f, query_ctx *c) {
     size_t slots = c->count < CACHE_SLOTS_MAX ? c->count : CACHE_SLOTS_MAX;
     size_t jobs = (slots + QUERY_SLOTS - 1) / QUERY_SLOTS;
     size_t had = x->of_capacity;
-    if (!world_grow(w, (void **)&x->of, &x->of_capacity, w->id_end, sizeof(uint32_t), had) ||
-        !world_grow(w, (void **)&x->job_new, &x->job_capacity, jobs + 1, sizeof(size_t), 0) ||
-        !world_grow(w, (void **)&x->slot_entry, &x->slot_capacity, slots + 1, sizeof(uint32_t), 0))
+    if (!heap_grow(&w->heap, (void **)&x->of, &x->of_capacity, w->id_end, sizeof(uint32_t), had) ||
+        !heap_grow(&w->heap, (void **)&x->job_new, &x->job_capacity, jobs + 1, sizeof(size_t), 0) ||
+        !heap_grow(&w->heap, (void **)&x->slot_entry, &x->slot_capacity, slots + 1, sizeof(uint32_t), 0))
         return false;
     for (size_t i = had; i < x->of_capacity; i++) x->of[i] = UINT32_MAX;
     c->cache = x;
@@ -568,7 +569,7 @@ static bool cache_prepare(broadphase_world *w, statics_field *f, query_ctx *c) {
                 slots - j * QUERY_SLOTS < QUERY_SLOTS ? slots - j * QUERY_SLOTS : QUERY_SLOTS;
         made = slots;
     }
-    if (!world_grow(w, (void **)&x->entry, &x->capacity, x->count + made,
+    if (!heap_grow(&w->heap, (void **)&x->entry, &x->capacity, x->count + made,
                     sizeof(statics_cache_entry), x->count)) {
         c->cached = 0;
         return false;
@@ -693,15 +694,15 @@ void statics_search(broadphase_world *w, tree_workers *ws, const tree_slots *slo
 
 void statics_field_release(broadphase_world *w, statics_field *f) {
     for (int l = 0; l < STATICS_LEVELS_MAX; l++)
-        world_free(w, f->level[l].blocks, level_bytes(f->level[l].capacity));
-    world_free(w, f->ids, f->ids_capacity * sizeof(uint32_t));
-    world_free(w, f->chunk_count, f->chunk_capacity * sizeof(size_t));
-    world_free(w, f->chunk_bounds, f->chunk_bounds_capacity * sizeof(float));
-    world_free(w, f->sort, f->sort_bytes);
-    world_free(w, f->cache.entry, f->cache.capacity * sizeof(statics_cache_entry));
-    world_free(w, f->cache.of, f->cache.of_capacity * sizeof(uint32_t));
-    world_free(w, f->cache.job_new, f->cache.job_capacity * sizeof(size_t));
-    world_free(w, f->cache.slot_entry, f->cache.slot_capacity * sizeof(uint32_t));
+        heap_free(&w->heap, f->level[l].blocks, level_bytes(f->level[l].capacity));
+    heap_free(&w->heap, f->ids, f->ids_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, f->chunk_count, f->chunk_capacity * sizeof(size_t));
+    heap_free(&w->heap, f->chunk_bounds, f->chunk_bounds_capacity * sizeof(float));
+    heap_free(&w->heap, f->sort, f->sort_bytes);
+    heap_free(&w->heap, f->cache.entry, f->cache.capacity * sizeof(statics_cache_entry));
+    heap_free(&w->heap, f->cache.of, f->cache.of_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, f->cache.job_new, f->cache.job_capacity * sizeof(size_t));
+    heap_free(&w->heap, f->cache.slot_entry, f->cache.slot_capacity * sizeof(uint32_t));
     memset(f, 0, sizeof *f);
 }
 

@@ -1,5 +1,6 @@
 /* broadphase_step: brings the chosen method's structure up to date, finds the pairs, publishes
  * them sorted, and records the statistics of the step. */
+#include "clock.h"
 #include "brute_force.h"
 #include "kdtree.h"
 #include "octree.h"
@@ -11,7 +12,7 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     w->generation++;
-    double start = world_now_ms();
+    double start = clock_now_ms();
     bool events = w->config.pair_events;
     bool tree = w->config.method != BROADPHASE_METHOD_BRUTE_FORCE;
     /* Events and the rest's carry-over both need the last step's pairs. */
@@ -29,9 +30,9 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     else
         s = kdtree_step(w);
     if (s == BROADPHASE_OK && tree) {
-        double carry_start = world_now_ms(); /* the carry-over is part of the output */
+        double carry_start = clock_now_ms(); /* the carry-over is part of the output */
         if (!rest_carry_over(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-        w->stats.output_ms += world_now_ms() - carry_start;
+        w->stats.output_ms += clock_now_ms() - carry_start;
     }
     w->last_error_index = SIZE_MAX;
     if (s == BROADPHASE_OK && events && !events_update(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -43,7 +44,7 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
         w->moved_count = 0;
         w->stats.steps++;
         w->stats.pairs = w->pairs.count;
-        w->stats.step_ms = world_now_ms() - start;
+        w->stats.step_ms = clock_now_ms() - start;
     } else {
         w->pairs.count = 0;
     }
@@ -70,8 +71,8 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     s.resting_objects = w->rest.count;
     s.rest_builds = w->rest.field.rebuilds;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
-    s.bytes_in_use = w->bytes + threads_scratch_bytes(&w->scratch);
-    s.allocations = w->allocations + threads_scratch_allocations(&w->scratch);
+    s.bytes_in_use = w->heap.bytes + threads_scratch_bytes(&w->scratch);
+    s.allocations = w->heap.allocations + threads_scratch_allocations(&w->scratch);
     if (w->config.method == BROADPHASE_METHOD_KDTREE) kdtree_fill_stats(w, &s);
     if (w->config.method == BROADPHASE_METHOD_OCTREE) octree_fill_stats(w, &s);
     *stats_out = s;

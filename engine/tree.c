@@ -1,5 +1,6 @@
 /* What the kd-tree and the octree share: slots, per-worker search memory, pair emission and the
  * search's retry protocol. */
+#include "clock.h"
 #include "tree.h"
 
 #include "parallel.h"
@@ -29,9 +30,9 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
     size_t stride = slot_stride(cap);
     void *blocks[2];
     for (int b = 0; b < 2; b++) {
-        blocks[b] = world_alloc(w, slot_block_bytes(cap));
+        blocks[b] = heap_alloc(&w->heap, slot_block_bytes(cap));
         if (!blocks[b]) {
-            if (b) world_free(w, blocks[0], slot_block_bytes(cap));
+            if (b) heap_free(&w->heap, blocks[0], slot_block_bytes(cap));
             return false;
         }
     }
@@ -76,7 +77,7 @@ void tree_slots_stream_block(tree_slots *s, int b, size_t s0, size_t count,
 
 void tree_slots_release(broadphase_world *w, tree_slots *t) {
     for (int b = 0; b < 2; b++)
-        if (t->block[b]) world_free(w, t->block[b], slot_block_bytes(t->capacity));
+        if (t->block[b]) heap_free(&w->heap, t->block[b], slot_block_bytes(t->capacity));
     memset(t, 0, sizeof *t);
 }
 
@@ -136,7 +137,7 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
 bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
     if (ws->count < w->workers) {
         size_t old = (size_t)ws->count, cap = old;
-        if (!world_grow(w, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker), old))
+        if (!heap_grow(&w->heap, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker), old))
             return false;
         memset(ws->at + old, 0, (cap - old) * sizeof(tree_worker));
         ws->count = (int)cap;
@@ -156,7 +157,7 @@ void tree_workers_release(broadphase_world *w, tree_workers *ws) {
         free(ws->at[i].lmin[0]);
         free(ws->at[i].hits);
     }
-    world_free(w, ws->at, (size_t)ws->count * sizeof(tree_worker));
+    heap_free(&w->heap, ws->at, (size_t)ws->count * sizeof(tree_worker));
     ws->at = NULL;
     ws->count = 0;
 }
@@ -240,7 +241,7 @@ void tree_step_stats(broadphase_world *w, double t0, double t1, double search_en
                      size_t objects) {
     w->stats.update_ms = t1 - t0;
     w->stats.search_ms = search_end_ms - t1;
-    w->stats.output_ms = world_now_ms() - search_end_ms;
+    w->stats.output_ms = clock_now_ms() - search_end_ms;
     w->stats.quality = (float)((double)cost / (double)(objects ? objects : 1));
 }
 
@@ -258,7 +259,7 @@ broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const t
                 return BROADPHASE_ERROR_OUT_OF_MEMORY;
             }
         }
-        *search_end_ms = world_now_ms();
+        *search_end_ms = clock_now_ms();
         r = pairs_finish(w);
     }
     return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -266,7 +267,7 @@ broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const t
 
 bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity) {
     size_t old = *capacity;
-    if (!world_grow(w, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old)) return false;
+    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old)) return false;
     for (size_t i = old; i < *capacity; i++) (*node_of)[i] = WORLD_NONE;
     return true;
 }

@@ -1,6 +1,7 @@
 /* The object store and the public calls that change it: create/destroy, add/move/remove of
  * boxes and spheres with whole-batch validation (all or nothing), lowest-free id reuse, and the
  * heap accounting behind the world's statistics. */
+#include "bits.h"
 #include "world.h"
 
 #include "kdtree.h"
@@ -12,63 +13,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
-/* ---- heap accounting ------------------------------------------------------------------- */
 
 static size_t round_up(size_t n, size_t to) {
     return (n + to - 1) / to * to;
-}
-
-/* Large blocks are read in random order (boxes by id, in tree order): on 2 MB pages their
- * accesses miss the TLB far less (gathering 1M boxes: 7.1 ms on 4 KB pages, 5.4 ms on 2 MB
- * pages; see perf/NOTES.md), so they are aligned for it and the kernel is asked for them. */
-enum { HUGE_PAGE = 2u << 20 };
-
-void *world_alloc(broadphase_world *w, size_t bytes) {
-    if (bytes == 0) bytes = 1;
-    size_t align = bytes >= 2 * (size_t)HUGE_PAGE ? HUGE_PAGE : 64;
-    void *p = aligned_alloc(align, round_up(bytes, align));
-#ifdef MADV_HUGEPAGE
-    if (p && align == HUGE_PAGE) madvise(p, round_up(bytes, align), MADV_HUGEPAGE);
-#endif
-    if (p) {
-        w->allocations++;
-        w->bytes += bytes;
-    }
-    return p;
-}
-
-void world_free(broadphase_world *w, void *p, size_t bytes) {
-    if (!p) return;
-    free(p);
-    w->bytes -= bytes ? bytes : 1;
-}
-
-bool world_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size,
-                size_t keep) {
-    if (need <= *capacity && *p) return true;
-    size_t cap = *capacity + *capacity / 2;
-    if (cap < need) cap = need;
-    if (cap < 16) cap = 16;
-    if (cap > SIZE_MAX / size) return false;
-    void *q = world_alloc(w, cap * size);
-    if (!q) return false;
-    if (*p && keep) memcpy(q, *p, keep * size);
-    world_free(w, *p, *capacity * size);
-    *p = q;
-    *capacity = cap;
-    return true;
-}
-
-double world_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* ---- columns ----------------------------------------------------------------------------- */
@@ -107,7 +54,7 @@ static bool store_reserve(broadphase_world *w, size_t need) {
     if (cap < 64) cap = 64;
     cap = round_up(cap, 16);
     size_t stride = column_stride(cap);
-    char *block = world_alloc(w, column_block_bytes(cap));
+    char *block = heap_alloc(&w->heap, column_block_bytes(cap));
     if (!block) return false;
     world_box *box = (world_box *)(void *)block;
     float *f = (float *)(void *)(box + stride);
@@ -132,7 +79,7 @@ static bool store_reserve(broadphase_world *w, size_t need) {
         set_sentinel(w, i);
         stamp[i] = changed[i] = 0;
     }
-    world_free(w, w->column_block, w->column_block ? column_block_bytes(w->capacity) : 0);
+    heap_free(&w->heap, w->column_block, w->column_block ? column_block_bytes(w->capacity) : 0);
     w->column_block = block;
     w->capacity = cap;
     return true;
@@ -259,8 +206,8 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     if (!config_valid(config)) return BROADPHASE_ERROR_INVALID_CONFIG;
     broadphase_world *w = calloc(1, sizeof *w);
     if (!w) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    w->allocations = 1;
-    w->bytes = sizeof *w;
+    w->heap.allocations = 1;
+    w->heap.bytes = sizeof *w;
     w->config = *config;
     if (w->config.leaf_size == 0)
         w->config.leaf_size = config->method == BROADPHASE_METHOD_OCTREE ? 64 : 8;
@@ -284,14 +231,14 @@ void broadphase_destroy(broadphase_world *w) {
     pairs_release(w);
     events_release(w);
     threads_scratch_free(&w->scratch);
-    world_free(w, w->column_block, column_block_bytes(w->capacity));
-    world_free(w, w->free_ids, w->free_capacity * sizeof(uint32_t));
-    world_free(w, w->added, w->added_capacity * sizeof(uint32_t));
-    world_free(w, w->filter_category, w->filter_capacity * sizeof(uint32_t));
-    world_free(w, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
-    world_free(w, w->filter_group, w->filter_capacity * sizeof(uint32_t));
-    world_free(w, w->flat, w->flat_capacity * sizeof(float));
-    world_free(w, w->is_static, w->static_capacity);
+    heap_free(&w->heap, w->column_block, column_block_bytes(w->capacity));
+    heap_free(&w->heap, w->free_ids, w->free_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->added, w->added_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->filter_category, w->filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->filter_group, w->filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->flat, w->flat_capacity * sizeof(float));
+    heap_free(&w->heap, w->is_static, w->static_capacity);
     statics_release(w);
     rest_release(w);
     query_state_release(w);
@@ -604,8 +551,8 @@ static void sphere_extent(float c, float r, float *lo, float *hi) {
     /* One step outward, whichever way the conversion rounded: a branch on that mispredicts
      * half the time (moving 1M spheres took 17 ms on two threads with it); one ulp looser is
      * still a bounding box. */
-    *lo = world_round_down((double)c - m);
-    *hi = world_round_up((double)c + m);
+    *lo = bits_round_down((double)c - m);
+    *hi = bits_round_up((double)c + m);
 }
 
 /* 1 when object id, just changed, is static or at rest: note_moves looks at it after the batch. */
@@ -725,9 +672,9 @@ static bool filter_reserve(broadphase_world *w, size_t need) {
     uint32_t **cols[3] = {&w->filter_category, &w->filter_mask, &w->filter_group};
     uint32_t *grown[3] = {NULL, NULL, NULL};
     for (int c = 0; c < 3; c++) {
-        grown[c] = world_alloc(w, cap * sizeof(uint32_t));
+        grown[c] = heap_alloc(&w->heap, cap * sizeof(uint32_t));
         if (!grown[c]) {
-            for (int d = 0; d < c; d++) world_free(w, grown[d], cap * sizeof(uint32_t));
+            for (int d = 0; d < c; d++) heap_free(&w->heap, grown[d], cap * sizeof(uint32_t));
             return false;
         }
         if (old) memcpy(grown[c], *cols[c], old * sizeof(uint32_t));
@@ -738,7 +685,7 @@ static bool filter_reserve(broadphase_world *w, size_t need) {
         grown[2][i] = default_filter.group;
     }
     for (int c = 0; c < 3; c++) {
-        world_free(w, *cols[c], old * sizeof(uint32_t));
+        heap_free(&w->heap, *cols[c], old * sizeof(uint32_t));
         *cols[c] = grown[c];
     }
     w->filter_capacity = cap;
@@ -748,7 +695,7 @@ static bool filter_reserve(broadphase_world *w, size_t need) {
 /* The static flags for ids below `need` (new entries not static). */
 static bool static_reserve(broadphase_world *w, size_t need) {
     size_t old = w->static_capacity;
-    if (!world_grow(w, (void **)&w->is_static, &w->static_capacity, need, 1, old)) return false;
+    if (!heap_grow(&w->heap, (void **)&w->is_static, &w->static_capacity, need, 1, old)) return false;
     memset(w->is_static + old, 0, w->static_capacity - old);
     return true;
 }
@@ -756,7 +703,7 @@ static bool static_reserve(broadphase_world *w, size_t need) {
 /* Room in w->added for the objects of a batch of `count` that may leave the rest. */
 static bool wake_reserve(broadphase_world *w, size_t count) {
     return w->rest.count == 0 ||
-           world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
+           heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
                       sizeof(uint32_t), w->added_count);
 }
 
@@ -789,7 +736,7 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->config.pair_events && !events_fresh_reserve(w, w->id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (!world_grow(w, (void **)&w->added, &w->added_capacity, w->added_count + count,
+    if (!heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
                     sizeof(uint32_t), w->added_count))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (reuse && !w->free_sorted) {
@@ -1015,7 +962,7 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
     if (count > 0) {
         s = check_id_batch(w, count, ids, &bad);
         if (s == BROADPHASE_OK &&
-            !world_grow(w, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
+            !heap_grow(&w->heap, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
                         sizeof(uint32_t), w->free_count))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {

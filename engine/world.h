@@ -4,6 +4,7 @@
 
 #include "broadphase.h"
 #include "events.h"
+#include "heap.h"
 #include "pairs.h"
 #include "parallel.h"
 #include "query.h"
@@ -99,8 +100,7 @@ struct broadphase_world {
     struct octree *octree;
 
     broadphase_stats stats;
-    uint64_t allocations;
-    size_t bytes;
+    heap heap; /* every allocation of the world */
     size_t last_error_index;
     int busy; /* accessed with atomics: a mutation while a step runs is refused */
 
@@ -120,15 +120,6 @@ static inline size_t world_tree_count(const broadphase_world *w) {
     return w->live_count - w->static_count - w->rest.count;
 }
 
-/* Heap memory through the world, so that it can report bytes held and allocations made.
- * 64-byte aligned. Not thread-safe: call outside parallel regions. */
-void *world_alloc(broadphase_world *w, size_t bytes);
-void world_free(broadphase_world *w, void *p, size_t bytes);
-/* Grows *p (holding *capacity elements of `size` bytes, of which `keep` are live) to at least
- * `need` elements, geometrically; contents up to `keep` preserved. False on out of memory. */
-bool world_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size,
-                size_t keep);
-
 /* The sphere columns as the SIMD kernels see them. */
 struct simd_spheres;
 void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
@@ -140,46 +131,3 @@ void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
 size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch);
 
-/* nextafterf(x, -INFINITY) for x not NaN, without the library call. */
-/* Set bits of x. The engine is built for any x86-64 (only simd/ is built per CPU level), where
- * __builtin_popcountll is a call into libgcc; this is a dozen instructions inline. */
-static inline unsigned world_popcount64(uint64_t x) {
-    x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
-    x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
-    x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
-    return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
-}
-
-static inline float world_next_down(float x) {
-    if (x == -__builtin_inff()) return x;
-    if (x == 0.0f) return -0x1p-149f;
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = x > 0.0f ? u - 1u : u + 1u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* nextafterf(x, INFINITY) for x not NaN. */
-static inline float world_next_up(float x) {
-    return -world_next_down(-x);
-}
-
-/* x rounded down (world_round_down) or up (world_round_up) to a float one step further out, and
- * kept within [-FLT_MAX, FLT_MAX]. Every bound the engine derives from the coordinates (a
- * sphere's box, a query ball's box, a ray's or a nearest search's reach, a box grown by a
- * margin) goes through these: an overflow there would give an infinite bound, and a query box
- * reaching -inf and +inf on every axis overlaps the sentinels (min +inf, max -inf) that pad the
- * box columns and the fields' blocks, which then read as objects. Every finite coordinate lies
- * within the clamped range, so the clamp changes no test of a real entry. */
-static inline float world_round_down(double x) {
-    float f = world_next_down((float)x);
-    return f < -FLT_MAX ? -FLT_MAX : (f > FLT_MAX ? FLT_MAX : f);
-}
-
-static inline float world_round_up(double x) {
-    return -world_round_down(-x);
-}
-
-/* Milliseconds on a monotonic clock. */
-double world_now_ms(void);

@@ -2,6 +2,7 @@
  * AUTO agree with REBUILD on every frame; random adds, removes, moves (small steps and teleports)
  * and shape changes interleaved with steps over 200 frames agree with brute force; steady-state
  * steps allocate nothing. */
+#include "bits.h"
 #include "oracle.h"
 #include "world.h"
 
@@ -1232,7 +1233,7 @@ TEST(pair_keys_narrow_and_wide) {
     }
 }
 
-/* The bounds the engine derives from coordinates (world_round_down / world_round_up: sphere
+/* The bounds the engine derives from coordinates (bits_round_down / bits_round_up: sphere
  * boxes, query balls, reaches, the statics cache's grown boxes) are rounded outward and stay
  * finite at the float range's end, where an infinite bound would take the columns' sentinels
  * for boxes (issue 29). */
@@ -1243,7 +1244,7 @@ TEST(derived_bounds_stay_finite) {
                                 DBL_MAX, -DBL_MAX, INFINITY, -INFINITY};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
         double x = xs[i];
-        float lo = world_round_down(x), hi = world_round_up(x);
+        float lo = bits_round_down(x), hi = bits_round_up(x);
         TEST_CONTEXT("x %g: down %g, up %g", x, (double)lo, (double)hi);
         CHECK(isfinite(lo) && isfinite(hi));
         /* outward: at or beyond x, unless x lies past the float range (clamped to its end) */
@@ -1252,8 +1253,8 @@ TEST(derived_bounds_stay_finite) {
         CHECK(lo <= hi);
     }
     /* A box grown past FLT_MAX on both sides stays a box within the range. */
-    CHECK(world_round_down(-(double)FLT_MAX - 1e38) == -FLT_MAX);
-    CHECK(world_round_up((double)FLT_MAX + 1e38) == FLT_MAX);
+    CHECK(bits_round_down(-(double)FLT_MAX - 1e38) == -FLT_MAX);
+    CHECK(bits_round_up((double)FLT_MAX + 1e38) == FLT_MAX);
 }
 
 TEST_MAIN(TEST_ENTRY(derived_bounds_stay_finite),

@@ -1,0 +1,53 @@
+/* The heap: aligned allocation counted in bytes and calls (see heap.h). */
+#include "heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+static size_t round_up(size_t n, size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+/* Large blocks are read in random order (boxes by id, in tree order): on 2 MB pages their
+ * accesses miss the TLB far less (gathering 1M boxes: 7.1 ms on 4 KB pages, 5.4 ms on 2 MB
+ * pages; see perf/NOTES.md), so they are aligned for it and the kernel is asked for them. */
+enum { HUGE_PAGE = 2u << 20 };
+
+void *heap_alloc(heap *h, size_t bytes) {
+    if (bytes == 0) bytes = 1;
+    size_t align = bytes >= 2 * (size_t)HUGE_PAGE ? HUGE_PAGE : 64;
+    void *p = aligned_alloc(align, round_up(bytes, align));
+#ifdef MADV_HUGEPAGE
+    if (p && align == HUGE_PAGE) madvise(p, round_up(bytes, align), MADV_HUGEPAGE);
+#endif
+    if (p) {
+        h->allocations++;
+        h->bytes += bytes;
+    }
+    return p;
+}
+
+void heap_free(heap *h, void *p, size_t bytes) {
+    if (!p) return;
+    free(p);
+    h->bytes -= bytes ? bytes : 1;
+}
+
+bool heap_grow(heap *h, void **p, size_t *capacity, size_t need, size_t size, size_t keep) {
+    if (need <= *capacity && *p) return true;
+    size_t cap = *capacity + *capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 16) cap = 16;
+    if (cap > SIZE_MAX / size) return false;
+    void *q = heap_alloc(h, cap * size);
+    if (!q) return false;
+    if (*p && keep) memcpy(q, *p, keep * size);
+    heap_free(h, *p, *capacity * size);
+    *p = q;
+    *capacity = cap;
+    return true;
+}

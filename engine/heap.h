@@ -1,0 +1,37 @@
+/* Counted, aligned heap memory: every allocation a world makes goes through its heap, which
+ * knows the bytes it holds and the allocations it made (broadphase_stats). Modules that only
+ * need memory take a heap, not the world. Not thread-safe: call outside parallel regions. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct heap {
+    size_t bytes;         /* held now */
+    uint64_t allocations; /* made so far */
+} heap;
+
+/* At least `bytes` bytes, 64-byte aligned (2 MiB aligned, with transparent huge pages asked
+ * for, from 4 MiB up); NULL on out of memory. */
+void *heap_alloc(heap *h, size_t bytes);
+/* Gives back p (NULL is fine), allocated with `bytes` bytes. */
+void heap_free(heap *h, void *p, size_t bytes);
+/* Grows *p (holding *capacity elements of `size` bytes, of which `keep` are live) to at least
+ * `need` elements, geometrically; contents up to `keep` preserved. False on out of memory, with
+ * *p and *capacity unchanged. */
+bool heap_grow(heap *h, void **p, size_t *capacity, size_t need, size_t size, size_t keep);
+
+/* A typed growable array: `HEAP_ARRAY(float) xs;` then heap_array_reserve(h, &xs, n, keep)
+ * and heap_array_release(h, &xs). The capacity travels with the pointer, so that two buffers
+ * never share one capacity field. */
+#define HEAP_ARRAY(T)                                                                              \
+    struct {                                                                                       \
+        T *data;                                                                                   \
+        size_t capacity;                                                                           \
+    }
+#define heap_array_reserve(h, a, need, keep)                                                       \
+    heap_grow((h), (void **)&(a)->data, &(a)->capacity, (need), sizeof *(a)->data, (keep))
+#define heap_array_release(h, a)                                                                   \
+    (heap_free((h), (a)->data, (a)->capacity * sizeof *(a)->data), (a)->data = NULL,               \
+     (a)->capacity = 0)
