@@ -1,6 +1,5 @@
 /* Brute force: object i against every object above it, 8 at a time with the SIMD box kernel,
  * then the exact shape test. Rows are cut into fixed jobs, independent of the thread count. */
-#include "clock.h"
 #include "brute_force.h"
 
 #include "overlap.h"
@@ -8,13 +7,18 @@
 #include "world.h"
 
 #include <math.h>
+#include <string.h>
 
 enum { ROWS_PER_JOB = 32 };
 
+/* The method's state: the boxes as six columns by id, padded with sentinels for the SIMD
+ * kernels, copied from the world's boxes at every update; and what the search's jobs read. */
 typedef struct brute_ctx {
     broadphase_world *w;
     simd_boxes boxes;
     size_t n;
+    float *flat;
+    size_t flat_capacity; /* floats */
 } brute_ctx;
 
 static void brute_job(size_t job, int worker, void *p) {
@@ -46,12 +50,12 @@ static void brute_job(size_t job, int worker, void *p) {
 }
 
 /* The boxes as six columns by id with SIMD_PAD sentinels after the last, for the kernels. */
-static bool flatten(broadphase_world *w, simd_boxes *out) {
+static bool flatten(broadphase_world *w, brute_ctx *c, simd_boxes *out) {
     size_t stride = w->id_end + SIMD_PAD;
-    if (!heap_grow(&w->heap, (void **)&w->flat, &w->flat_capacity, 6 * stride, sizeof(float), 0))
+    if (!heap_grow(&w->heap, (void **)&c->flat, &c->flat_capacity, 6 * stride, sizeof(float), 0))
         return false;
     for (int k = 0; k < 3; k++) {
-        float *lo = w->flat + (size_t)k * stride, *hi = w->flat + (size_t)(3 + k) * stride;
+        float *lo = c->flat + (size_t)k * stride, *hi = c->flat + (size_t)(3 + k) * stride;
         for (size_t i = 0; i < w->id_end; i++) {
             lo[i] = w->box[i].lo[k];
             hi[i] = w->box[i].hi[k];
@@ -66,26 +70,43 @@ static bool flatten(broadphase_world *w, simd_boxes *out) {
     return true;
 }
 
-broadphase_status brute_force_step(broadphase_world *w) {
-    double t0 = clock_now_ms();
-    brute_ctx ctx = {.w = w, .n = w->id_end};
-    if (!flatten(w, &ctx.boxes)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    size_t jobs = (ctx.n + ROWS_PER_JOB - 1) / ROWS_PER_JOB;
+static broadphase_status update(broadphase_world *w, void **state) {
+    if (!*state) {
+        brute_ctx *c = heap_alloc(&w->heap, sizeof(brute_ctx));
+        if (!c) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        memset(c, 0, sizeof *c);
+        *state = c;
+    }
+    brute_ctx *c = *state;
+    c->w = w;
+    c->n = w->id_end;
+    return flatten(w, c, &c->boxes) ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+}
+
+static broadphase_status plan_search(broadphase_world *w, void *state, method_search *out) {
+    brute_ctx *c = state;
     if (!threads_scratch_reserve(&w->scratch, w->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     for (int i = 0; i < w->workers; i++)
-        if (!threads_scratch_get(&w->scratch, i, 2 * (ctx.n + SIMD_PAD) * sizeof(uint32_t)))
+        if (!threads_scratch_get(&w->scratch, i, 2 * (c->n + SIMD_PAD) * sizeof(uint32_t)))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    pairs_result r = PAIRS_RETRY;
-    double t1 = t0;
-    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
-        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        threads_for_chunks(w->workers, jobs, brute_job, &ctx);
-        t1 = clock_now_ms();
-        r = pairs_finish(w);
-    }
-    if (r != PAIRS_DONE) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    w->stats.update_ms = 0.0;
-    w->stats.search_ms = t1 - t0;
-    w->stats.output_ms = clock_now_ms() - t1;
+    *out = (method_search){(c->n + ROWS_PER_JOB - 1) / ROWS_PER_JOB, brute_job, c, NULL, NULL, 0};
     return BROADPHASE_OK;
 }
+
+static void destroy(broadphase_world *w, void *state) {
+    brute_ctx *c = state;
+    if (!c) return;
+    heap_free(&w->heap, c->flat, c->flat_capacity * sizeof(float));
+    heap_free(&w->heap, c, sizeof *c);
+}
+
+/* No structure: no figures, no levels, and the queries test every object. */
+const method brute_force_method = {
+    .id = BROADPHASE_METHOD_BRUTE_FORCE,
+    .name = "brute_force",
+    .leaf_size = 8,
+    .uses_fields = false,
+    .update = update,
+    .plan_search = plan_search,
+    .destroy = destroy,
+};

@@ -2,6 +2,6 @@
  * workers. The oracle the other methods are checked against. */
 #pragma once
 
-#include "broadphase.h"
+#include "method.h"
 
-broadphase_status brute_force_step(broadphase_world *w);
+extern const method brute_force_method;

@@ -1,6 +1,7 @@
 /* broadphase_visit_nodes: the structures of the last step, node by node, through the same views
  * the queries walk (query.h). The rest field keeps the entries of objects that left the rest
  * until it is built again (rest.h); they are not shown, as the queries skip them. */
+#include "method.h"
 #include "query.h"
 #include "world.h"
 
@@ -84,9 +85,8 @@ broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_n
     if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE)) return BROADPHASE_ERROR_BUSY;
     if (!w->last_step_ok) return BROADPHASE_OK;
     query_view v;
-    bool kd = w->config.method == BROADPHASE_METHOD_KDTREE;
-    bool tree = kd ? kdtree_query_view(w, &v)
-                   : w->config.method == BROADPHASE_METHOD_OCTREE && octree_query_view(w, &v);
+    const method *m = w->method;
+    bool tree = m->query_view && w->method_state && m->query_view(w->method_state, &v);
     if (tree && !visit_view(w, &v, BROADPHASE_STRUCTURE_TREE, visit, user)) return BROADPHASE_OK;
     if (w->static_count > 0 && statics_query_view(&w->statics, QUERY_MEMBER_TREE, &v) &&
         !visit_view(w, &v, BROADPHASE_STRUCTURE_STATIC, visit, user))

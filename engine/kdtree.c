@@ -70,7 +70,17 @@ typedef struct kd_job {
     uint32_t node, kind, lo, hi; /* JOB_OWN: own objects [lo, hi) of node */
 } kd_job;
 
-typedef struct kdtree {
+typedef struct kdtree kdtree;
+
+/* What the search's jobs read (kept in the tree, for the frame's retries). */
+typedef struct search_ctx {
+    broadphase_world *w;
+    kdtree *t;
+    simd_boxes slots;
+    int dims;
+} search_ctx;
+
+struct kdtree {
     kd_node *nodes;
     size_t node_capacity;
     uint32_t node_count; /* accessed with atomics during the build */
@@ -113,11 +123,11 @@ typedef struct kdtree {
     tree_workers workers;
 
     bool built;
-    bool built_empty; /* the last update was a build of no objects (see tree_idle) */
-    double search_end_ms;
+    bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t depth, leaves, internal_objects;
-} kdtree;
+    search_ctx search;
+};
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
@@ -150,15 +160,13 @@ static uint32_t rehome(const kd_node *nodes, uint32_t n, const float mn[3], cons
     }
 }
 
-static kdtree *tree_of(broadphase_world *w) {
-    if (!w->kdtree) {
-        w->kdtree = heap_alloc(&w->heap, sizeof(kdtree));
-        if (w->kdtree) {
-            memset(w->kdtree, 0, sizeof(kdtree));
-            w->kdtree->node_count = 0;
-        }
+static kdtree *tree_of(broadphase_world *w, void **state) {
+    if (!*state) {
+        kdtree *t = heap_alloc(&w->heap, sizeof(kdtree));
+        if (t) memset(t, 0, sizeof(kdtree));
+        *state = t;
     }
-    return w->kdtree;
+    return *state;
 }
 
 /* node_of covers every id handed out so far; ids new to it read as absent from the tree. */
@@ -540,7 +548,8 @@ static void measure_chunk(size_t chunk, int worker, void *p) {
 /* The cost figure and the statistics, summed over node chunks. False on out of memory. */
 static bool measure(broadphase_world *w, kdtree *t) {
     size_t chunks = node_chunks(w, t, t->slots.count);
-    if (!heap_grow(&w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure), 0))
+    if (!heap_grow(&w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure),
+                   0))
         return false;
     tree_ctx c = {w, t, 0, false, 0, 0};
     threads_for_chunks(w->workers, chunks, measure_chunk, &c);
@@ -572,13 +581,13 @@ static void root_init(kd_node *root) {
 static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
     t->slot_chunk = slot_chunk_size(w->id_end, w->workers);
     size_t chunks = threads_chunk_count(w->id_end, t->slot_chunk);
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0) ||
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
-                    sizeof(kd_record), 0) ||
+                   sizeof(kd_record), 0) ||
         !tree_slots_reserve(w, &t->slots, world_tree_count(w)) || !id_tables_reserve(w, t) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
-                    sizeof(uint32_t), 0))
+                   sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx g = {w, t, 0, false, 0, 0};
     threads_for_chunks(w->workers, chunks, count_live, &g);
@@ -601,7 +610,7 @@ static broadphase_status rebuild(broadphase_world *w, kdtree *t) {
         if (!t->overflow) break;
         /* A partition is not undone, but rebuilding from the same records is still exact. */
         if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
-                        sizeof(kd_node), 0))
+                       sizeof(kd_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
     size_t nodes = t->node_count, node_chunk_count = node_chunks(w, t, count);
@@ -921,20 +930,20 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
     size_t chunks = threads_chunk_count(t->slots.count, t->slot_chunk);
     size_t nodes = t->node_count;
     size_t pool = t->node_capacity; /* the pool, as in the build: room that seldom grows */
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0) ||
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
-                    sizeof(uint32_t), 0) ||
+                   sizeof(uint32_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
-                    sizeof(uint32_t), t->slots.count) ||
-        !heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1, sizeof(uint32_t),
-                    0) ||
-        !heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1, sizeof(uint32_t),
-                    0) ||
+                   sizeof(uint32_t), t->slots.count) ||
+        !heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1,
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1,
+                   sizeof(uint32_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
-                    sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1, sizeof(uint32_t),
-                    0) ||
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1,
+                   sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     tree_ctx c = {w, t, slot_chunks(t, t->slots.count), false, 0, 0};
@@ -944,7 +953,8 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
      * step, never makes a step allocate. */
     size_t need = t->slots.count + w->added_count + 1;
     if (!heap_grow(&w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t), 0))
+        !heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t),
+                   0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
 
@@ -1006,13 +1016,6 @@ static broadphase_status refit(broadphase_world *w, kdtree *t) {
 }
 
 /* ---- pair search ---------------------------------------------------------------------------- */
-
-typedef struct search_ctx {
-    broadphase_world *w;
-    kdtree *t;
-    simd_boxes slots;
-    int dims;
-} search_ctx;
 
 /* An internal node's objects straddle its plane, so they span a thin slab along its axis, and
  * most of the list [*lb, *le) misses it: two selections keep the entries that reach the slab of
@@ -1230,7 +1233,8 @@ static void collect_jobs(kdtree *t, uint32_t n) {
         if (node->child[s] != NONE) collect_jobs(t, node->child[s]);
 }
 
-static broadphase_status search(broadphase_world *w, kdtree *t) {
+static broadphase_status plan_search(broadphase_world *w, void *state, method_search *out) {
+    kdtree *t = state;
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* At most one subtree job per node plus the pieces of own objects. */
     size_t max_jobs = t->node_capacity + t->slots.capacity / OWN_PIECE + 2;
@@ -1238,9 +1242,10 @@ static broadphase_status search(broadphase_world *w, kdtree *t) {
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0);
-    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
-    return tree_run_search(w, &t->workers, &t->slots, t->job_count, search_job, &c,
-                           &t->search_end_ms);
+    t->search = (search_ctx){w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    *out = (method_search){t->job_count, search_job, &t->search,
+                           &t->workers,  &t->slots,  tree_quality(t->cost, t->slots.count)};
+    return BROADPHASE_OK;
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -1282,10 +1287,9 @@ static void validate(const broadphase_world *w, const kdtree *t) {
 }
 #endif
 
-broadphase_status kdtree_step(broadphase_world *w) {
-    kdtree *t = tree_of(w);
+static broadphase_status update(broadphase_world *w, void **state) {
+    kdtree *t = tree_of(w, state);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    double t0 = clock_now_ms();
     bool full =
         tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s;
@@ -1309,14 +1313,11 @@ broadphase_status kdtree_step(broadphase_world *w) {
 #ifdef BROADPHASE_DEEP_VALIDATE
     validate(w, t);
 #endif
-    double t1 = clock_now_ms();
-    s = search(w, t);
-    tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
-    return s;
+    return BROADPHASE_OK;
 }
 
-void kdtree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
-    const kdtree *t = w->kdtree;
+static void fill_stats(const void *state, broadphase_stats *s) {
+    const kdtree *t = state;
     if (!t || !t->built) return;
     s->nodes = t->node_count;
     s->leaves = t->leaves;
@@ -1325,8 +1326,8 @@ void kdtree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
     tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
 }
 
-size_t kdtree_fill_levels(const broadphase_world *w, broadphase_level *levels, size_t capacity) {
-    const kdtree *t = w->kdtree;
+static size_t fill_levels(const void *state, broadphase_level *levels, size_t capacity) {
+    const kdtree *t = state;
     if (!t || !t->built) return 0;
     for (size_t l = 0; l < capacity && l <= t->depth; l++) levels[l] = (broadphase_level){0, 0, 0};
     for (uint32_t i = 0; i < t->node_count; i++) {
@@ -1339,8 +1340,8 @@ size_t kdtree_fill_levels(const broadphase_world *w, broadphase_level *levels, s
     return (size_t)t->depth + 1;
 }
 
-void kdtree_destroy(broadphase_world *w) {
-    kdtree *t = w->kdtree;
+static void destroy(broadphase_world *w, void *state) {
+    kdtree *t = state;
     if (!t) return;
     tree_workers_release(w, &t->workers);
     heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(kd_node));
@@ -1362,7 +1363,6 @@ void kdtree_destroy(broadphase_world *w) {
     heap_free(&w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
     heap_free(&w->heap, t->jobs, t->job_capacity * sizeof(kd_job));
     heap_free(&w->heap, t, sizeof *t);
-    w->kdtree = NULL;
 }
 
 /* ---- the queries' view (query.h) ----------------------------------------------------------- */
@@ -1406,9 +1406,22 @@ static void prefetch_of(const void *p, uint64_t handle) {
     tree_slots_prefetch(&t->slots, n->begin, n->end, 3);
 }
 
-bool kdtree_query_view(const broadphase_world *w, query_view *out) {
-    const kdtree *t = w->kdtree;
+static bool query_view_of(const void *state, query_view *out) {
+    const kdtree *t = state;
     if (!t || !t->built || t->slots.count == 0) return false;
     *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, cell_of, cell_of, prefetch_of};
     return true;
 }
+
+const method kdtree_method = {
+    .id = BROADPHASE_METHOD_KDTREE,
+    .name = "kdtree",
+    .leaf_size = 8,
+    .uses_fields = true,
+    .update = update,
+    .plan_search = plan_search,
+    .fill_stats = fill_stats,
+    .fill_levels = fill_levels,
+    .query_view = query_view_of,
+    .destroy = destroy,
+};

@@ -116,7 +116,17 @@ typedef struct oc_job {
     uint32_t node, kind, lo, hi; /* JOB_OWN: own objects [lo, hi) of node; JOB_CROSS: nodes */
 } oc_job;
 
-typedef struct octree {
+typedef struct octree octree;
+
+/* What the search's jobs read (kept in the tree, for the frame's retries). */
+typedef struct search_ctx {
+    broadphase_world *w;
+    octree *t;
+    simd_boxes slots;
+    int dims;
+} search_ctx;
+
+struct octree {
     oc_node *nodes;
     size_t node_capacity;
     uint32_t node_count; /* nodes handed out (live, spare or free); atomics during the build */
@@ -173,8 +183,7 @@ typedef struct octree {
     bool built, escaped, urgent; /* urgent: some object must change node this step */
     uint32_t untightened;        /* relayouts since the last that tightened the leaves */
     bool built_empty;            /* the last update was a build of no objects (see tree_idle) */
-    double search_end_ms;
-    uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
+    uint64_t base_cost, cost;    /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
     uint64_t growths;
     int task_levels;     /* measure: nodes above this level finish their children as tasks */
@@ -193,7 +202,8 @@ typedef struct octree {
     size_t fl_index_capacity, fl_region_capacity;
     bool fl_failed; /* out of memory while making the list */
     uint64_t flat_searches, flat_builds;
-} octree;
+    search_ctx search;
+};
 
 /* ---- geometry ---------------------------------------------------------------------------- */
 
@@ -356,15 +366,16 @@ static void node_init(oc_node *n, uint32_t parent, int level, const uint32_t cel
     n->lifespan = LIFESPAN_FIRST;
 }
 
-static octree *tree_of(broadphase_world *w) {
-    if (!w->octree) {
-        w->octree = heap_alloc(&w->heap, sizeof(octree));
-        if (w->octree) {
-            memset(w->octree, 0, sizeof(octree));
-            w->octree->fl_gen = 1; /* new nodes (list_gen 0) are in no list */
+static octree *tree_of(broadphase_world *w, void **state) {
+    if (!*state) {
+        octree *t = heap_alloc(&w->heap, sizeof(octree));
+        if (t) {
+            memset(t, 0, sizeof(octree));
+            t->fl_gen = 1; /* new nodes (list_gen 0) are in no list */
         }
+        *state = t;
     }
-    return w->octree;
+    return *state;
 }
 
 /* Arrays indexed by node, for node_capacity nodes. */
@@ -392,7 +403,7 @@ static uint32_t node_new(broadphase_world *w, octree *t) {
     if (t->free_count) return t->free_nodes[--t->free_count];
     if (t->node_count >= t->node_capacity) {
         if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
-                        sizeof(oc_node), t->node_count) ||
+                       sizeof(oc_node), t->node_count) ||
             !by_node_reserve(w, t))
             return NONE;
     }
@@ -475,6 +486,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
 
 typedef struct build_task {
     broadphase_world *w;
+    octree *t;
     uint32_t node, begin, end;
 } build_task;
 
@@ -493,7 +505,7 @@ static uint32_t key_bound(const uint64_t *keys, uint32_t lo, uint32_t hi, uint64
 static void build_node(void *p, int worker) {
     build_task *task = p;
     broadphase_world *w = task->w;
-    octree *t = w->octree;
+    octree *t = task->t;
     oc_node *n = &t->nodes[task->node];
     uint32_t begin = task->begin, end = task->end;
     n->begin = begin;
@@ -532,7 +544,7 @@ static void build_node(void *p, int worker) {
         uint32_t ci = next++;
         node_init(&t->nodes[ci], task->node, level, cell);
         n->child[j] = ci;
-        sub[subs++] = (build_task){w, ci, bounds[j], bounds[j + 1]};
+        sub[subs++] = (build_task){w, t, ci, bounds[j], bounds[j + 1]};
     }
     if (end - begin > TASK_CUTOFF) {
         for (int s = 1; s < subs; s++) threads_spawn(build_node, &sub[s]);
@@ -752,13 +764,13 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
     size_t chunks = threads_chunk_count(w->id_end, t->id_chunk);
     size_t count = world_tree_count(w);
     size_t hist = threads_radix_scratch_size(w->workers);
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0) ||
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
-                    sizeof(float), 0) ||
+                   sizeof(float), 0) ||
         !tree_slots_reserve(w, &t->slots, count) || !id_tables_reserve(w, t) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
-                    sizeof(uint32_t), 0))
+                   sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (count + 1 > t->key_capacity) {
         size_t cap = t->key_capacity;
@@ -812,11 +824,11 @@ static broadphase_status rebuild(broadphase_world *w, octree *t, double min_side
         t->node_count = 1;
         const uint32_t zero[3] = {0, 0, 0};
         node_init(&t->nodes[0], NONE, 0, zero);
-        build_task root = {w, 0, 0, (uint32_t)count};
+        build_task root = {w, t, 0, 0, (uint32_t)count};
         threads_run_tasks(w->workers, build_node, &root);
         if (!t->overflow) break;
         if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
-                        sizeof(oc_node), 0))
+                       sizeof(oc_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
     if (!by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -1320,14 +1332,14 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
     t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
     size_t need = t->slots.count + w->added_count + 1;
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0) ||
-        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1, sizeof(uint32_t),
-                    0) ||
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
+                   sizeof(uint32_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
-                    sizeof(uint32_t), t->slots.count) ||
+                   sizeof(uint32_t), t->slots.count) ||
         !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
-                    sizeof(uint32_t), 0) ||
+                   sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t) || !by_node_reserve(w, t))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* Sized for every object moving at once (twice over for the splits' grouping), so that the
@@ -1450,13 +1462,6 @@ static broadphase_status refit(broadphase_world *w, octree *t, bool *escaped) {
 }
 
 /* ---- pair search ---------------------------------------------------------------------------- */
-
-typedef struct search_ctx {
-    broadphase_world *w;
-    octree *t;
-    simd_boxes slots;
-    int dims;
-} search_ctx;
 
 /* Copies the entries of `src` [lb, le) (ids src_ids) that overlap the box [lo, hi] to the list
  * from `at`; returns how many. The list must have room for le - lb + SIMD_PAD entries there. */
@@ -1972,27 +1977,32 @@ static void collect_jobs(octree *t, uint32_t n, bool write) {
         if (node->live >> j & 1) collect_jobs(t, node->child[j], write);
 }
 
-static broadphase_status search(broadphase_world *w, octree *t) {
+static broadphase_status plan_search(broadphase_world *w, void *state, method_search *out) {
+    octree *t = state;
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    search_ctx c = {w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    t->search = (search_ctx){w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    *out = (method_search){0,           search_job, &t->search,
+                           &t->workers, &t->slots,  tree_quality(t->cost, t->slots.count)};
     if (t->slots.count > 0 && !(t->flat_state & (FLAT_NEVER | FLAT_ESCAPE))) {
         if (t->flat_state & FLAT_STALE) {
             if (!flat_build(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
             t->flat_state &= ~(unsigned)FLAT_STALE;
         }
         t->flat_searches++;
-        return tree_run_search(w, &t->workers, &t->slots, t->fl_jobs, flat_job, &c,
-                               &t->search_end_ms);
+        out->job_count = t->fl_jobs;
+        out->job = flat_job;
+        return BROADPHASE_OK;
     }
     /* Counted first, then written. */
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, false);
-    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job), 0))
+    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job),
+                   0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) collect_jobs(t, 0, true);
-    return tree_run_search(w, &t->workers, &t->slots, t->job_count, search_job, &c,
-                           &t->search_end_ms);
+    out->job_count = t->job_count;
+    return BROADPHASE_OK;
 }
 
 /* ---- the step ------------------------------------------------------------------------------- */
@@ -2050,7 +2060,7 @@ static void validate(const broadphase_world *w, const octree *t) {
 
 /* REFIT or REBUILD as the policy and the tree's state say; an object leaving the root makes
  * the root grow (a rebuild). */
-static broadphase_status update(broadphase_world *w, octree *t) {
+static broadphase_status update_tree(broadphase_world *w, octree *t) {
     bool full =
         tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s = BROADPHASE_OK;
@@ -2070,15 +2080,14 @@ static broadphase_status update(broadphase_world *w, octree *t) {
     return s;
 }
 
-broadphase_status octree_step(broadphase_world *w) {
-    octree *t = tree_of(w);
+static broadphase_status update(broadphase_world *w, void **state) {
+    octree *t = tree_of(w, state);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    double t0 = clock_now_ms();
     broadphase_status s = BROADPHASE_OK;
     if (tree_idle(w, t->built && t->built_empty))
         w->stats.refits++;
     else
-        s = update(w, t);
+        s = update_tree(w, t);
     if (s != BROADPHASE_OK) {
         t->built = false;
         return s;
@@ -2086,14 +2095,11 @@ broadphase_status octree_step(broadphase_world *w) {
 #ifdef BROADPHASE_DEEP_VALIDATE
     validate(w, t);
 #endif
-    double t1 = clock_now_ms();
-    s = search(w, t);
-    tree_step_stats(w, t0, t1, t->search_end_ms, t->cost, t->slots.count);
-    return s;
+    return BROADPHASE_OK;
 }
 
-void octree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
-    const octree *t = w->octree;
+static void fill_stats(const void *state, broadphase_stats *s) {
+    const octree *t = state;
     if (!t || !t->built) return;
     s->nodes = t->live_nodes;
     s->leaves = t->leaves;
@@ -2106,14 +2112,14 @@ void octree_fill_stats(const broadphase_world *w, broadphase_stats *s) {
     tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
 }
 
-static void fill_levels(const octree *t, uint32_t n, broadphase_level *levels, size_t capacity) {
+static void count_levels(const octree *t, uint32_t n, broadphase_level *levels, size_t capacity) {
     const oc_node *node = &t->nodes[n];
     bool leaf = true;
     for (int j = 0; j < t->nchild; j++) {
         uint32_t c = node->child[j];
         if (c == NONE || t->nodes[c].spare) continue;
         leaf = false;
-        fill_levels(t, c, levels, capacity);
+        count_levels(t, c, levels, capacity);
     }
     if (node->level >= capacity) return;
     levels[node->level].nodes++;
@@ -2121,17 +2127,17 @@ static void fill_levels(const octree *t, uint32_t n, broadphase_level *levels, s
     levels[node->level].objects += node->end - node->begin;
 }
 
-size_t octree_fill_levels(const broadphase_world *w, broadphase_level *levels, size_t capacity) {
-    const octree *t = w->octree;
+static size_t fill_levels(const void *state, broadphase_level *levels, size_t capacity) {
+    const octree *t = state;
     if (!t || !t->built) return 0;
     for (size_t l = 0; l < capacity && l <= t->max_depth_seen; l++)
         levels[l] = (broadphase_level){0, 0, 0};
-    fill_levels(t, 0, levels, capacity);
+    count_levels(t, 0, levels, capacity);
     return (size_t)t->max_depth_seen + 1;
 }
 
-void octree_destroy(broadphase_world *w) {
-    octree *t = w->octree;
+static void destroy(broadphase_world *w, void *state) {
+    octree *t = state;
     if (!t) return;
     tree_workers_release(w, &t->workers);
     tree_slots_release(w, &t->slots);
@@ -2163,7 +2169,6 @@ void octree_destroy(broadphase_world *w) {
     heap_free(&w->heap, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
     heap_free(&w->heap, t->fl_region, t->fl_region_capacity * sizeof(float));
     heap_free(&w->heap, t, sizeof *t);
-    w->octree = NULL;
 }
 
 /* ---- the queries' view (query.h) ----------------------------------------------------------- */
@@ -2214,9 +2219,22 @@ static void prefetch_of(const void *p, uint64_t handle) {
     tree_slots_prefetch(&t->slots, n->begin, n->end, t->dims);
 }
 
-bool octree_query_view(const broadphase_world *w, query_view *out) {
-    const octree *t = w->octree;
+static bool query_view_of(const void *state, query_view *out) {
+    const octree *t = state;
     if (!t || !t->built || t->slots.count == 0) return false;
     *out = (query_view){t, 0, query_node_of, QUERY_MEMBER_TREE, bounds_of, cell_of, prefetch_of};
     return true;
 }
+
+const method octree_method = {
+    .id = BROADPHASE_METHOD_OCTREE,
+    .name = "octree",
+    .leaf_size = 64,
+    .uses_fields = true,
+    .update = update,
+    .plan_search = plan_search,
+    .fill_stats = fill_stats,
+    .fill_levels = fill_levels,
+    .query_view = query_view_of,
+    .destroy = destroy,
+};

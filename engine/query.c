@@ -15,6 +15,7 @@
  * would take; the object tests are the same functions brute force and the tests' reference
  * use, so all methods give the same ids, the same t and the same distances. */
 #include "bits.h"
+#include "method.h"
 #include "query.h"
 
 #include "query_math.h"
@@ -670,7 +671,8 @@ static bool gather(broadphase_world *w) {
     s->current = s->structures && w->moved_count == 0;
     if (s->current) return true;
     size_t need = s->structures ? w->moved_count : w->live_count;
-    if (!heap_grow(&w->heap, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t), 0))
+    if (!heap_grow(&w->heap, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t),
+                   0))
         return false;
     for (uint32_t i = 0; i < w->id_end; i++)
         if (w->kind[i] != OBJECT_FREE && (!s->structures || w->changed[i] == w->epoch))
@@ -704,17 +706,16 @@ static bool query_sync(const broadphase_world *cw) {
 
 /* Every place an object may be, each object found once (after query_sync). */
 static void run_query(const broadphase_world *w, const query *q, query_out *o) {
-    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE) {
+    if (!w->method->query_view) { /* no structure: every object */
         scan_ids(w, q, o, NULL, w->id_end);
         return;
     }
     const query_state *s = &w->query;
     query_view v;
     if (s->structures) {
-        bool kd = w->config.method == BROADPHASE_METHOD_KDTREE;
         /* With nothing changed, no entry of the tree or the static field is stale. */
         query_member m = s->current ? QUERY_MEMBER_CURRENT : QUERY_MEMBER_TREE;
-        if (kd ? kdtree_query_view(w, &v) : octree_query_view(w, &v)) {
+        if (w->method_state && w->method->query_view(w->method_state, &v)) {
             v.member = m;
             walk(w, q, o, &v);
         }
@@ -885,7 +886,7 @@ broadphase_status broadphase_query_box_candidates(const broadphase_world *w, con
     query q;
     if (s == BROADPHASE_OK) s = make_box(&q, w->config.dimensions, min, max, true);
     if (s != BROADPHASE_OK) return s;
-    if (w->config.method == BROADPHASE_METHOD_BRUTE_FORCE) { /* no structure: every object */
+    if (!w->method->query_view) { /* no structure: every object */
         float lo[3] = {-INFINITY, -INFINITY, -INFINITY}, hi[3] = {INFINITY, INFINITY, INFINITY};
         memcpy(q.lo, lo, sizeof lo);
         memcpy(q.hi, hi, sizeof hi);

@@ -1,41 +1,73 @@
-/* broadphase_step: brings the chosen method's structure up to date, finds the pairs, publishes
- * them sorted, and records the statistics of the step. */
+/* broadphase_step, the frame, as a list of phases: the fields, the method's update, the pair
+ * search, the rest's carry-over, the events, the publication. Each phase is timed into the
+ * statistics. Also the calls that read what a step left: the pairs, the statistics, the
+ * levels. */
 #include "clock.h"
-#include "brute_force.h"
-#include "kdtree.h"
-#include "octree.h"
+#include "method.h"
+#include "tree.h"
 #include "world.h"
 
 #include <string.h>
+
+/* The pair protocol, written once for every method: the planned jobs, then the search of the
+ * method's objects against the static and resting fields, into the pair pool; sorted and
+ * published, or run again with a larger pool while it overflows. *search_end gets the time the
+ * last search pass ended. */
+static broadphase_status find_pairs(broadphase_world *w, const method_search *plan,
+                                    double *search_end) {
+    pairs_result r = PAIRS_RETRY;
+    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
+        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        threads_for_chunks(w->workers, plan->job_count, plan->job, plan->ctx);
+        if (plan->workers) {
+            statics_search(w, plan->workers, plan->slots);
+            if (tree_workers_failed(plan->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        }
+        *search_end = clock_now_ms();
+        r = pairs_finish(w);
+    }
+    return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+}
+
+/* The phases up to the events; the status of the first that fails. */
+static broadphase_status run_phases(broadphase_world *w) {
+    const method *m = w->method;
+    /* 1. The fields: the methods that use them search the statics' and the resting objects'
+     * fields beside their own structure, so those are brought up to date first. */
+    if (m->uses_fields && (!statics_update(w) || !rest_update(w)))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    /* 2. The method's update: rebuild or refit, no pairs. */
+    double t0 = clock_now_ms();
+    broadphase_status s = m->update(w, &w->method_state);
+    if (s != BROADPHASE_OK) return s;
+    /* 3. The search: the method's jobs, then the fields, into sorted pairs. */
+    double t1 = clock_now_ms(), t2 = t1;
+    method_search plan;
+    s = m->plan_search(w, w->method_state, &plan);
+    if (s == BROADPHASE_OK) s = find_pairs(w, &plan, &t2);
+    if (s != BROADPHASE_OK) return s;
+    /* 4. The carry-over: pairs of resting objects kept from the last step (rest.h). */
+    if (m->uses_fields && !rest_carry_over(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    w->stats.update_ms = t1 - t0;
+    w->stats.search_ms = t2 - t1;
+    w->stats.output_ms = clock_now_ms() - t2; /* sorting, publishing and the carry-over */
+    w->stats.quality = plan.quality;
+    /* 5. The events: begins and ends against the last step's pairs. */
+    if (w->config.pair_events && !events_update(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    return BROADPHASE_OK;
+}
 
 broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     w->generation++;
     double start = clock_now_ms();
-    bool events = w->config.pair_events;
-    bool tree = w->config.method != BROADPHASE_METHOD_BRUTE_FORCE;
     /* Events and the rest's carry-over both need the last step's pairs. */
-    if ((events || (tree && w->config.rest_share > 0.0f)) && w->last_step_ok)
-        pairs_keep_previous(&w->pairs);
-    /* The trees' searches query the statics' and the resting objects' fields, so those are
-     * brought up to date first; brute force tests every pair and drops the static-static ones. */
-    broadphase_status s;
-    if (!tree)
-        s = brute_force_step(w);
-    else if (!statics_update(w) || !rest_update(w))
-        s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-    else if (w->config.method == BROADPHASE_METHOD_OCTREE)
-        s = octree_step(w);
-    else
-        s = kdtree_step(w);
-    if (s == BROADPHASE_OK && tree) {
-        double carry_start = clock_now_ms(); /* the carry-over is part of the output */
-        if (!rest_carry_over(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-        w->stats.output_ms += clock_now_ms() - carry_start;
-    }
+    bool keep = w->config.pair_events || (w->method->uses_fields && w->config.rest_share > 0.0f);
+    if (keep && w->last_step_ok) pairs_keep_previous(&w->pairs);
+    broadphase_status s = run_phases(w);
+    /* 6. Publication: the pairs stand for this step, the changes are consumed. */
     w->last_error_index = SIZE_MAX;
-    if (s == BROADPHASE_OK && events && !events_update(w)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
     w->last_step_ok = s == BROADPHASE_OK;
     if (s == BROADPHASE_OK) {
         w->added_count = 0;
@@ -73,8 +105,7 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
     s.bytes_in_use = w->heap.bytes + threads_scratch_bytes(&w->scratch);
     s.allocations = w->heap.allocations + threads_scratch_allocations(&w->scratch);
-    if (w->config.method == BROADPHASE_METHOD_KDTREE) kdtree_fill_stats(w, &s);
-    if (w->config.method == BROADPHASE_METHOD_OCTREE) octree_fill_stats(w, &s);
+    if (w->method->fill_stats && w->method_state) w->method->fill_stats(w->method_state, &s);
     *stats_out = s;
     return BROADPHASE_OK;
 }
@@ -83,8 +114,8 @@ broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_le
                                         size_t capacity, size_t *levels_out) {
     if (!w || !levels_out || (!levels && capacity > 0)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     size_t n = 0;
-    if (w->config.method == BROADPHASE_METHOD_KDTREE) n = kdtree_fill_levels(w, levels, capacity);
-    if (w->config.method == BROADPHASE_METHOD_OCTREE) n = octree_fill_levels(w, levels, capacity);
+    if (w->method->fill_levels && w->method_state)
+        n = w->method->fill_levels(w->method_state, levels, capacity);
     *levels_out = n;
     return n > capacity ? BROADPHASE_ERROR_BUFFER_TOO_SMALL : BROADPHASE_OK;
 }

@@ -1,6 +1,5 @@
-/* What the kd-tree and the octree share: slots, per-worker search memory, pair emission and the
- * search's retry protocol. */
-#include "clock.h"
+/* What the kd-tree and the octree share: slots, per-worker search memory, pair emission, the
+ * update policy. */
 #include "tree.h"
 
 #include "parallel.h"
@@ -137,7 +136,8 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
 bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
     if (ws->count < w->workers) {
         size_t old = (size_t)ws->count, cap = old;
-        if (!heap_grow(&w->heap, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker), old))
+        if (!heap_grow(&w->heap, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker),
+                       old))
             return false;
         memset(ws->at + old, 0, (cap - old) * sizeof(tree_worker));
         ws->count = (int)cap;
@@ -237,37 +237,19 @@ bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, si
            w->added_count > count / 4;
 }
 
-void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
-                     size_t objects) {
-    w->stats.update_ms = t1 - t0;
-    w->stats.search_ms = search_end_ms - t1;
-    w->stats.output_ms = clock_now_ms() - search_end_ms;
-    w->stats.quality = (float)((double)cost / (double)(objects ? objects : 1));
-}
-
-broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
-                                  size_t job_count, void (*job)(size_t, int, void *), void *ctx,
-                                  double *search_end_ms) {
-    pairs_result r = PAIRS_RETRY;
-    for (bool grow = false; r == PAIRS_RETRY; grow = true) {
-        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        threads_for_chunks(w->workers, job_count, job, ctx);
-        statics_search(w, ws, slots);
-        for (int i = 0; i < ws->count; i++) {
-            if (ws->at[i].failed) {
-                ws->at[i].failed = false;
-                return BROADPHASE_ERROR_OUT_OF_MEMORY;
-            }
-        }
-        *search_end_ms = clock_now_ms();
-        r = pairs_finish(w);
+bool tree_workers_failed(tree_workers *ws) {
+    bool failed = false;
+    for (int i = 0; i < ws->count; i++) {
+        failed |= ws->at[i].failed;
+        ws->at[i].failed = false;
     }
-    return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+    return failed;
 }
 
 bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity) {
     size_t old = *capacity;
-    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old)) return false;
+    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old))
+        return false;
     for (size_t i = old; i < *capacity; i++) (*node_of)[i] = WORLD_NONE;
     return true;
 }

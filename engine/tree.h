@@ -168,10 +168,10 @@ bool tree_idle(const broadphase_world *w, bool built_empty);
 bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, size_t capacity,
                          uint64_t cost, uint64_t base_cost);
 
-/* After a tree method's search: the step's phase times (t0 start, t1 end of the update) and the
- * tree's cost figure per object. */
-void tree_step_stats(broadphase_world *w, double t0, double t1, double search_end_ms, uint64_t cost,
-                     size_t objects);
+/* The tree's cost figure per object (broadphase_stats.quality). */
+static inline float tree_quality(uint64_t cost, size_t objects) {
+    return (float)((double)cost / (double)(objects ? objects : 1));
+}
 
 #ifdef BROADPHASE_DEEP_VALIDATE
 #include <stdio.h>
@@ -187,12 +187,8 @@ void tree_step_stats(broadphase_world *w, double t0, double t1, double search_en
     } while (0)
 #endif
 
-/* Runs job(j, worker, ctx) for every job into the pair pool, and the queries of the tree's
- * objects (`slots`) against the statics, again with a larger pool while it overflows, then
- * sorts and publishes the pairs. *search_end_ms gets the time the last search pass ended. */
-broadphase_status tree_run_search(broadphase_world *w, tree_workers *ws, const tree_slots *slots,
-                                  size_t job_count, void (*job)(size_t, int, void *), void *ctx,
-                                  double *search_end_ms);
+/* Whether a worker ran out of memory in the search just run (and clears the marks). */
+bool tree_workers_failed(tree_workers *ws);
 
 /* ---- moving objects between nodes (the refits of both trees) ---- */
 

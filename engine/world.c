@@ -4,8 +4,7 @@
 #include "bits.h"
 #include "world.h"
 
-#include "kdtree.h"
-#include "octree.h"
+#include "method.h"
 #include "overlap.h"
 #include "parallel.h"
 
@@ -184,9 +183,7 @@ broadphase_config broadphase_config_default(int dimensions) {
 
 static bool config_valid(const broadphase_config *c) {
     if (c->dimensions != 2 && c->dimensions != 3) return false;
-    if (c->method != BROADPHASE_METHOD_KDTREE && c->method != BROADPHASE_METHOD_OCTREE &&
-        c->method != BROADPHASE_METHOD_BRUTE_FORCE)
-        return false;
+    if (!method_for(c->method)) return false;
     if (c->update != BROADPHASE_UPDATE_AUTO && c->update != BROADPHASE_UPDATE_REBUILD &&
         c->update != BROADPHASE_UPDATE_REFIT)
         return false;
@@ -209,8 +206,8 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->heap.allocations = 1;
     w->heap.bytes = sizeof *w;
     w->config = *config;
-    if (w->config.leaf_size == 0)
-        w->config.leaf_size = config->method == BROADPHASE_METHOD_OCTREE ? 64 : 8;
+    w->method = method_for(config->method);
+    if (w->config.leaf_size == 0) w->config.leaf_size = (int)w->method->leaf_size;
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
     w->free_sorted = true;
@@ -226,8 +223,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
 
 void broadphase_destroy(broadphase_world *w) {
     if (!w) return;
-    kdtree_destroy(w);
-    octree_destroy(w);
+    if (w->method) w->method->destroy(w, w->method_state);
     pairs_release(w);
     events_release(w);
     threads_scratch_free(&w->scratch);
@@ -237,7 +233,6 @@ void broadphase_destroy(broadphase_world *w) {
     heap_free(&w->heap, w->filter_category, w->filter_capacity * sizeof(uint32_t));
     heap_free(&w->heap, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
     heap_free(&w->heap, w->filter_group, w->filter_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, w->flat, w->flat_capacity * sizeof(float));
     heap_free(&w->heap, w->is_static, w->static_capacity);
     statics_release(w);
     rest_release(w);
@@ -695,7 +690,8 @@ static bool filter_reserve(broadphase_world *w, size_t need) {
 /* The static flags for ids below `need` (new entries not static). */
 static bool static_reserve(broadphase_world *w, size_t need) {
     size_t old = w->static_capacity;
-    if (!heap_grow(&w->heap, (void **)&w->is_static, &w->static_capacity, need, 1, old)) return false;
+    if (!heap_grow(&w->heap, (void **)&w->is_static, &w->static_capacity, need, 1, old))
+        return false;
     memset(w->is_static + old, 0, w->static_capacity - old);
     return true;
 }
@@ -704,7 +700,7 @@ static bool static_reserve(broadphase_world *w, size_t need) {
 static bool wake_reserve(broadphase_world *w, size_t count) {
     return w->rest.count == 0 ||
            heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
-                      sizeof(uint32_t), w->added_count);
+                     sizeof(uint32_t), w->added_count);
 }
 
 /* Object id, at rest, leaves the rest; `to_tree`: back into the tree (as if added). */
@@ -737,7 +733,7 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     if (w->config.pair_events && !events_fresh_reserve(w, w->id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
-                    sizeof(uint32_t), w->added_count))
+                   sizeof(uint32_t), w->added_count))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (reuse && !w->free_sorted) {
         qsort(w->free_ids, w->free_count, sizeof(uint32_t), compare_desc);
@@ -963,7 +959,7 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
         s = check_id_batch(w, count, ids, &bad);
         if (s == BROADPHASE_OK &&
             !heap_grow(&w->heap, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
-                        sizeof(uint32_t), w->free_count))
+                       sizeof(uint32_t), w->free_count))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             for (size_t i = 0; i < count; i++) {

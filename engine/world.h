@@ -21,9 +21,6 @@ enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
 
 #define WORLD_NONE UINT32_MAX
 
-struct kdtree;
-struct octree;
-
 /* One object's bounding box in one 32-byte record (the fourth lanes are zero), so that a whole
  * box is one cache line: the trees read every box by id, in their own order, every step, and
  * from six separate columns that costs six cache misses per object instead of one (gathering
@@ -88,16 +85,11 @@ struct broadphase_world {
     uint32_t *added;
     size_t added_count, added_capacity;
 
-    /* Brute force: the boxes as six columns by id, padded with sentinels for the SIMD
-     * kernels; copied from box[] every step. */
-    float *flat;
-    size_t flat_capacity; /* floats */
-
     pairs_state pairs;
-    events_state events;     /* config.pair_events only */
-    threads_scratch scratch; /* per-worker working memory of the methods */
-    struct kdtree *kdtree;
-    struct octree *octree;
+    events_state events;         /* config.pair_events only */
+    threads_scratch scratch;     /* per-worker working memory of the methods */
+    const struct method *method; /* config.method's table (method.h) */
+    void *method_state;
 
     broadphase_stats stats;
     heap heap; /* every allocation of the world */
@@ -130,4 +122,3 @@ void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
  * spheres and has no filters. `scratch` has room for `count` ids. */
 size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch);
-

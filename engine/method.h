@@ -1,0 +1,63 @@
+/* The method seam: what a broad-phase method gives the frame (step.c), the queries (query.c)
+ * and the inspection calls, as one table of functions. The world holds one method and its
+ * state; config.method is read in one place, method_for(). Adding a method is a file (or a
+ * few) defining its table, one row in method.c, and one row in tests/test_methods.c.
+ *
+ * A step runs, in order: the fields (statics and rest, for methods that use them), `update`,
+ * `plan_search`, the pair protocol over the planned jobs (step.c: run the jobs, search the
+ * fields, finish, grow the pair pool and retry), the rest's carry-over, the events. */
+#pragma once
+
+#include "broadphase.h"
+#include "query_view.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct broadphase_world broadphase_world;
+struct tree_workers;
+struct tree_slots;
+
+/* A method's pair search, as the frame runs it: job_count jobs of job(job, worker, ctx) over
+ * the workers, each writing its pairs through pairs_writer. A method whose objects are searched
+ * against the static and resting fields names its per-worker search memory and its objects in
+ * tree order (tree.h); else both are NULL. */
+typedef struct method_search {
+    size_t job_count;
+    void (*job)(size_t job, int worker, void *ctx);
+    void *ctx;
+    struct tree_workers *workers;
+    const struct tree_slots *slots;
+    float quality; /* broadphase_stats.quality: the structure's pair-test cost per object */
+} method_search;
+
+typedef struct method {
+    broadphase_method id;
+    const char *name;
+    uint32_t leaf_size; /* broadphase_config.leaf_size when it is 0 */
+    /* Static objects and objects at rest live in their fields, searched beside the method's
+     * own (statics.h, rest.h); false: the method holds every live object itself. */
+    bool uses_fields;
+    /* Brings the structure up to date with the world (rebuild or refit, per config.update),
+     * creating the state into *state on the first call. No pairs. */
+    broadphase_status (*update)(broadphase_world *w, void **state);
+    /* The search's jobs (after a successful update). */
+    broadphase_status (*plan_search)(broadphase_world *w, void *state, method_search *out);
+    /* Optional: the structure's figures (nodes, leaves, depth, ...) and its bytes. */
+    void (*fill_stats)(const void *state, broadphase_stats *stats);
+    /* Optional: nodes, leaves and objects per level into levels[0 .. capacity); returns the
+     * level count (0 without a structure). */
+    size_t (*fill_levels)(const void *state, broadphase_level *levels, size_t capacity);
+    /* Optional: the structure as the queries walk it; false when there is nothing to walk.
+     * Without it, the queries test every object. */
+    bool (*query_view)(const void *state, query_view *out);
+    /* Frees the state (NULL is fine). */
+    void (*destroy)(broadphase_world *w, void *state);
+} method;
+
+/* The method with this id; NULL for an id that names none. */
+const method *method_for(broadphase_method id);
+/* Every method, for the conformance tests: method_at(0 .. method_count()). */
+size_t method_count(void);
+const method *method_at(size_t i);
