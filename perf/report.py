@@ -3,6 +3,7 @@
 plots. Python 3 standard library only.
 
 Usage: report.py [options] results.json [more.json ...]
+       report.py --regenerate
 
 Reads the benchmarks named step/<scene>/<engine>[/<update>]/n:<N>/threads:<T>[/real_time] (the
 `run_name` when there is one). Ours are `kdtree` and `octree` (update auto, rebuild or refit) and
@@ -12,7 +13,7 @@ aggregate. Files are merged in order, a later file's figures replacing an earlie
 same scene, N, engine, update and thread count, so that a peers run or a thread sweep can be laid
 over the main run. Benchmarks that report an error are skipped (and named on stderr).
 
-Markdown (stdout, --markdown FILE, or between the markers in --readme FILE):
+Markdown (stdout, --markdown FILE, or between the markers in --into FILE):
   engines  one row per scene and N: our best method at the highest thread count (which tree and
            update policy, or brute force where it ran), our best step/<scene>_rest/ case there
            (only-moved updates on, in a scene that stands still), each peer's ms, the speed-up
@@ -26,6 +27,11 @@ Markdown (stdout, --markdown FILE, or between the markers in --readme FILE):
            more thread counts
   floors   (--floors, alone) the project's speed targets at 2 threads, each met or not, with the
            cross-core round trip (perf/machine.h) its case began with
+  still    (--still, alone) the worlds that mostly stand still
+  queries  (--queries, alone) spatial query throughput
+  summary  (--summary, alone) the README's table: each --summary-scene (default moving,moving2d)
+           at every N, each tree at its best update policy at the most threads, the fastest peer,
+           the speed-up over it at the most threads and at 1 thread
 Plots (--plots DIR), for each --plot-scene (default moving,moving2d; the first one's files have
 no suffix, the others' end in _<scene>):
   ms_vs_n[_<scene>].svg             ms per frame vs N, log-log: each tree at its best update
@@ -34,16 +40,23 @@ no suffix, the others' end in _<scene>):
   speedup_vs_threads[_<scene>].svg  speed-up vs threads at the largest N, one line per method and
                                     update policy, linear scaling dashed
 
---readme FILE replaces what lies between <!-- perf:begin --> and <!-- perf:end --> in FILE (with
---section NAME, <!-- perf:NAME:begin --> and <!-- perf:NAME:end -->) with the markdown: the machine (from the JSON context), the data files, the command, links to the
-plots written in the same run (paths relative to FILE), then the tables.
+--into FILE (or its old name --readme FILE) replaces what lies between <!-- perf:begin --> and
+<!-- perf:end --> in FILE (with --section NAME, <!-- perf:NAME:begin --> and
+<!-- perf:NAME:end -->) with the markdown: the machine (from the JSON context), the data files,
+the command, links to the plots written in the same run (paths relative to FILE), then the
+tables. The text around the markers is kept as it is.
 
-Exit status: 0 done; 1 an input unreadable or nothing to report; 2 bad usage, or --readme markers
+--regenerate (no files) writes every section of perf/RESULTS.md and the summary in README.md
+from the committed JSON in perf/results/, and the plots beside it: it runs this script once per
+section with the command listed in REGENERATE below, which is the command each section then
+names under "Made by". Run it from anywhere; paths are the repository root's.
+
+Exit status: 0 done; 1 an input unreadable or nothing to report; 2 bad usage, or --into markers
 missing (then nothing is written, plots included).
 
 Example (from the repository root):
-  python3 perf/report.py --plots perf/results --readme README.md perf/results/bench-2core.json \\
-      perf/results/bench-octree-2core.json"""
+  python3 perf/report.py --plots perf/results --into perf/RESULTS.md \\
+      perf/results/bench-standard.json perf/results/bench-threads.json"""
 import argparse
 import json
 import math
@@ -51,6 +64,7 @@ import os
 import re
 import shlex
 import statistics
+import subprocess
 import sys
 from collections import defaultdict, namedtuple
 from xml.sax.saxutils import escape
@@ -558,6 +572,68 @@ def markdown(res, args, images, base_dir):
     return "\n".join(out) + "\n"
 
 
+
+def summary_table(res, scenes):
+    """The README's table: for each scene at every N, each tree at its best update policy at the
+    most threads, the fastest peer at 1 thread, and the speed-up over it of our faster tree, at
+    the most threads and at 1 thread. -> (lines, the thread count shown, or None if mixed)."""
+    def best_tree(scene, n, engine, threads):
+        keys = [k for k in res.keys(scene, n, (engine,)) if k.threads == threads]
+        return min((res.ms(k) for k in keys), default=None)
+
+    rows, tops = [], set()
+    for scene in scenes:
+        for n in sorted({k.n for k in res.keys(scene, engines=TREES)}):
+            top = res.max_threads(scene, n)
+            tops.add(top)
+            trees = [best_tree(scene, n, e, top) for e in TREES]
+            ones = [v for v in (best_tree(scene, n, e, 1) for e in TREES) if v is not None]
+            present = {p: v for p in res.peers() if (v := res.peer_ms(scene, n, p)) is not None}
+            peer = min(present, key=present.get) if present else None
+            ours = min((v for v in trees if v is not None), default=None)
+            pairs = res.pairs(scene, n)
+            rows.append([scene, f"{n:,}", f"{pairs:,}" if pairs is not None else ""] +
+                        [fmt(v) for v in trees] +
+                        [f"{fmt(present[peer])} ({peer})" if peer else "-",
+                         fmt_x(present[peer] / ours) if peer and ours else "-",
+                         fmt_x(present[peer] / min(ones)) if peer and ones else "-"])
+    if not rows:
+        return [], None
+    shown = next(iter(tops)) if len(tops) == 1 else None
+    most = f"{shown}T" if shown else "most threads"
+    return table(["scene", "N", "pairs"] + [f"{e}, {most}" for e in TREES] +
+                 ["fastest peer, 1T", f"speed-up, {most}", "speed-up, 1T"],
+                 ["---", "---:", "---:"] + ["---:"] * (len(TREES) + 3), rows), shown
+
+
+def summary_markdown(res, scenes, base_dir):
+    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    lines, shown = summary_table(res, scenes)
+    if not lines:
+        sys.exit(f"report.py: no step/ figures of our trees for {', '.join(scenes)}")
+    hosts = []
+    for _, ctx in res.contexts:
+        host = str(ctx.get("host_name", "?"))
+        if "num_cpus" in ctx:
+            mhz = f" at {ctx['mhz_per_cpu']} MHz" if ctx.get("mhz_per_cpu") else ""
+            host += f", {ctx['num_cpus']} CPUs{mhz}"
+        if ctx.get("broadphase_simd"):
+            host += f", {ctx['broadphase_simd']} kernels"
+        if host not in hosts:
+            hosts.append(host)
+    files = ", ".join(f"[`{os.path.basename(p)}`]({rel(p, base_dir)})" for p in res.paths)
+    threads = f"{shown} worker threads" if shown else "the most worker threads that ran"
+    most = f"{shown} threads" if shown else "the most threads"
+    peers = ", ".join(f"`{p}`" for p in res.peers())
+    out = ["Median ms per frame (lower is better): a frame is pushing every position and one "
+           f"`broadphase_step`. Our trees at {threads}, each at its faster update policy; the "
+           f"peer libraries ({peers or 'none ran'}; single-threaded) at 1 thread, the fastest "
+           "of them named; speed-up = the fastest peer's ms over our faster tree's, ours at "
+           f"{most} and at 1 thread. \"pairs\" is the last frame's count. Machine: "
+           f"{'; '.join(hosts)}. Data: {files}. Made by `{command}`.", ""]
+    return "\n".join(out + lines) + "\n"
+
+
 # The speed targets the project set itself (issue 4), each checked at two threads against one
 # file's medians: (what, scene, N, kind, bound). "ms": our fastest method at most <bound> ms;
 # "peer": at least <bound> times faster than the fastest peer library; "scale": our fastest
@@ -728,6 +804,7 @@ def queries_markdown(paths, base_dir):
         pass
     res = Ctx()
     res.contexts = contexts
+    res.rec = {}  # no step/ records: machine_lines then names no round trips
     command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
     out += ["", "Queries per second (thousands; higher is better), medians, on `uniform` (boxes "
@@ -1096,14 +1173,46 @@ def write_plots(res, out_dir, scenes):
 # ---------------------------------------------------------------------------------------------
 
 
+# What --regenerate runs, in order, from the repository root: every section of perf/RESULTS.md
+# (the tables that README.md held up to issue 31), then README.md's summary. A new committed run
+# replaces its file here (or adds a line, with markers in perf/RESULTS.md to match).
+RESULTS, README = "perf/RESULTS.md", "README.md"
+STANDARD = ("perf/results/bench-standard.json", "perf/results/bench-threads.json")
+REGENERATE = (
+    ("--plots", "perf/results", "--into", RESULTS) + STANDARD,
+    ("--floors", "--into", RESULTS, "--section", "floors", "perf/results/bench-floors.json"),
+    ("--section", "16core", "--plots", "perf/results/16core", "--into", RESULTS,
+     "perf/results/bench-threads-16core.json", "perf/results/bench-peers-16core.json"),
+    ("--queries", "--into", RESULTS, "--section", "queries", "perf/results/bench-queries.json"),
+    ("--still", "--into", RESULTS, "--section", "still", "perf/results/bench-still.json"),
+    ("--still", "--into", RESULTS, "--section", "still16",
+     "perf/results/bench-still-16core.json"),
+    ("--into", RESULTS, "--section", "churn", "perf/results/bench-churn.json"),
+    ("--summary", "--into", README, "--section", "summary") + STANDARD,
+)
+
+
+def regenerate():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for args in REGENERATE:
+        command = ["python3", "perf/report.py", *args]
+        print(f"report.py: {shlex.join(command)}", file=sys.stderr)
+        done = subprocess.run([sys.executable] + command[1:], cwd=root)
+        if done.returncode != 0:
+            sys.exit(done.returncode)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[2:]))
-    ap.add_argument("files", nargs="+", metavar="results.json",
+    ap.add_argument("files", nargs="*", metavar="results.json",
                     help="broadphase-bench JSON; later files override earlier ones")
+    ap.add_argument("--regenerate", action="store_true",
+                    help="no files: write every section of perf/RESULTS.md and README.md's "
+                         "summary from the committed JSON (the commands in REGENERATE)")
     ap.add_argument("--markdown", metavar="FILE", help="write the markdown to FILE, not stdout")
-    ap.add_argument("--readme", metavar="FILE",
+    ap.add_argument("--into", "--readme", dest="into", metavar="FILE",
                     help=f"replace the text between {BEGIN} and {END} in FILE")
     ap.add_argument("--plots", metavar="DIR", help="write the SVG plots into DIR")
     ap.add_argument("--plot-scene", default="moving,moving2d", metavar="S[,S...]",
@@ -1117,19 +1226,30 @@ def main():
                     help="only the table of worlds that mostly stand still (static_world, "
                          "sleeping)")
     ap.add_argument("--section", default="", metavar="NAME",
-                    help="with --readme: the block between <!-- perf:NAME:begin --> and "
+                    help="with --into: the block between <!-- perf:NAME:begin --> and "
                          "<!-- perf:NAME:end --> instead (a second machine's figures, say)")
     ap.add_argument("--queries", action="store_true",
                     help="only the table of spatial query throughput (query/... cases)")
     ap.add_argument("--floors", action="store_true",
                     help="only the table of the project's speed targets at 2 threads, met or "
                          "not (perf/run_standard.sh --floors makes the file)")
+    ap.add_argument("--summary", action="store_true",
+                    help="only the README's summary table (see --summary-scene)")
+    ap.add_argument("--summary-scene", default="moving,moving2d", metavar="S[,S...]",
+                    help="scenes of the summary table (default moving,moving2d)")
     args = ap.parse_args()
+    if args.regenerate:
+        if args.files:
+            ap.error("--regenerate takes no files: it reads the committed ones (REGENERATE)")
+        regenerate()
+        return
+    if not args.files:
+        ap.error("no results.json given (or --regenerate)")
 
     def write_section(text):
-        """A one-table report (--still, --queries) into the README, a file or stdout."""
-        if args.readme:
-            replace_readme(args.readme, text, args.section)
+        """A one-table report (--still, --queries, ...) into the --into file, a file or stdout."""
+        if args.into:
+            replace_readme(args.into, text, args.section)
         elif args.markdown:
             with open(args.markdown, "w") as f:
                 f.write(text)
@@ -1137,34 +1257,39 @@ def main():
             sys.stdout.write(text)
 
     if args.queries:
-        if args.readme:
-            read_readme(args.readme, args.section)
-        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
+        if args.into:
+            read_readme(args.into, args.section)
+        base = os.path.dirname(os.path.abspath(args.into or args.markdown or "."))
         write_section(queries_markdown(args.files, base))
         return
 
-    if args.readme:
-        read_readme(args.readme, args.section)  # no markers: stop before writing anything
+    if args.into:
+        read_readme(args.into, args.section)  # no markers: stop before writing anything
     res = Results(args.files)
     if not res.rec:
         sys.exit("report.py: no step/<scene>/<engine>/... benchmark figures in the input")
+    if args.summary:
+        base = os.path.dirname(os.path.abspath(args.into or args.markdown or "."))
+        scenes = [s for s in args.summary_scene.split(",") if s]
+        write_section(summary_markdown(res, scenes, base))
+        return
     images = []
     if args.plots:
         scenes = [s for s in args.plot_scene.split(",") if s]
         images = write_plots(res, args.plots, scenes)
 
     if args.still or args.floors:
-        base = os.path.dirname(os.path.abspath(args.readme or args.markdown or "."))
+        base = os.path.dirname(os.path.abspath(args.into or args.markdown or "."))
         write_section(still_markdown(res, args, base) if args.still else floors_markdown(res, base))
         return
-    if args.readme:
-        base = os.path.dirname(os.path.abspath(args.readme))
-        replace_readme(args.readme, markdown(res, args, images, base), args.section)
+    if args.into:
+        base = os.path.dirname(os.path.abspath(args.into))
+        replace_readme(args.into, markdown(res, args, images, base), args.section)
     if args.markdown:
         base = os.path.dirname(os.path.abspath(args.markdown))
         with open(args.markdown, "w") as f:
             f.write(markdown(res, args, images, base))
-    if not args.readme and not args.markdown:
+    if not args.into and not args.markdown:
         sys.stdout.write(markdown(res, args, images, os.getcwd()))
 
 
