@@ -656,7 +656,7 @@ void query_state_init(query_state *s) {
 
 void query_state_release(broadphase_world *w) {
     query_state *s = &w->query;
-    statics_field_release(w, &s->field);
+    field_release(&s->field, &w->heap);
     heap_free(&w->heap, s->pending, s->pending_capacity * sizeof(uint32_t));
     heap_free(&w->heap, s->flag, s->flag_capacity);
     threads_mutex_destroy(&s->lock);
@@ -681,7 +681,9 @@ static bool gather(broadphase_world *w) {
     if (!heap_grow(&w->heap, (void **)&s->flag, &s->flag_capacity, w->id_end, 1, 0)) return false;
     memset(s->flag, 0, w->id_end);
     for (size_t i = 0; i < s->pending_count; i++) s->flag[s->pending[i]] = 1;
-    if (!statics_field_build(w, &s->field, s->flag, s->pending_count)) return false;
+    field_source src = {
+        w->box, w->kind, s->flag, w->id_end, s->pending_count, w->config.dimensions, w->workers};
+    if (!field_build(&s->field, &w->heap, &src)) return false;
     s->use_field = true;
     return true;
 }
@@ -719,12 +721,12 @@ static void run_query(const broadphase_world *w, const query *q, query_out *o) {
             v.member = m;
             walk(w, q, o, &v);
         }
-        if (w->static_count > 0 && statics_query_view(&w->statics, m, &v)) walk(w, q, o, &v);
-        if (w->rest.count > 0 && statics_query_view(&w->rest.field, QUERY_MEMBER_REST, &v))
+        if (w->static_count > 0 && field_query_view(&w->statics.pyramid, m, &v)) walk(w, q, o, &v);
+        if (w->rest.count > 0 && field_query_view(&w->rest.field.pyramid, QUERY_MEMBER_REST, &v))
             walk(w, q, o, &v);
     }
     if (s->use_field) {
-        if (statics_query_view(&s->field, QUERY_MEMBER_CURRENT, &v)) walk(w, q, o, &v);
+        if (field_query_view(&s->field, QUERY_MEMBER_CURRENT, &v)) walk(w, q, o, &v);
     } else {
         scan_ids(w, q, o, s->pending, s->pending_count);
     }

@@ -16,16 +16,13 @@
 #include "query_view.h"
 #include "overlap.h"
 #include "parallel.h"
-#include "statics.h"
+#include "field.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct broadphase_world broadphase_world;
-
-/* The static and resting fields' view; false when there is nothing to walk. */
-bool statics_query_view(const statics_field *f, query_member member, query_view *out);
 
 /* What the queries keep in the world: the objects changed since the last step, found once after
  * each change (under the lock), as a sorted id list and, when there are many, a field. */
@@ -36,7 +33,7 @@ typedef struct query_state {
     size_t pending_count, pending_capacity;
     uint8_t *flag; /* by id: pending, during the field's build */
     size_t flag_capacity;
-    statics_field field;
+    field field;
     bool use_field;
     bool structures; /* the last step's structures are walked (false: pending holds all) */
     bool current;    /* nothing changed since that step: every entry of the tree and the

@@ -32,7 +32,7 @@ static void wake_all(broadphase_world *w) {
         w->trees_stale = true;
     }
     r->count = 0;
-    r->field.levels = 0;
+    r->field.pyramid.levels = 0;
 }
 
 typedef struct settle_ctx {

@@ -3,18 +3,11 @@
  * step the objects in the tree query the field, so a step costs what its moving objects cost
  * plus their pairs with the statics; static-static pairs are never tested.
  *
- * The field is the statics sorted along a Morton curve (of their box centres, on a grid over the
- * statics' extent), and above them a pyramid of bounds: entry i of level l + 1 bounds entries
- * 8i .. 8i + 7 of level l, up to a level of at most 8 entries. Every level is stored in blocks of
- * 8 entries, each block its six columns of 8 floats in 192 contiguous bytes (three cache lines;
- * as six separate columns a block would touch six). A query tests the top block with the 8-wide
- * box kernel and descends into the blocks whose bounds it overlaps, fetching them ahead as it
- * finds them, down to the objects; the searches' queries go 16 at a time, level by level, each
- * level's blocks tested in one kernel call (simd_blocks_vs_boxes). Building it is a sort and a pass
- * per level; it needs no pointers, and a query's path is as short as the pyramid is high (7 levels
- * for 1M objects). */
+ * The field is a Morton pyramid (field.h). Each step the tree objects query it 16 at a time,
+ * level by level, and keep what they found (the cache below). */
 #pragma once
 
+#include "field.h"
 #include "overlap.h"
 
 #include <stdbool.h>
@@ -24,15 +17,6 @@
 typedef struct broadphase_world broadphase_world;
 struct tree_slots;
 struct tree_workers;
-
-enum { STATICS_LEVELS_MAX = 12 }; /* 8^11 entries are more than 2^32 ids */
-
-enum { STATICS_BLOCK_FLOATS = 48 }; /* min x, y, z then max x, y, z, 8 entries each */
-
-typedef struct statics_level {
-    float *blocks; /* count entries in blocks of 8, sentinels after the last; one block more */
-    size_t count, capacity; /* capacity in blocks */
-} statics_level;
 
 /* What a tree object found in the field, kept for the steps after: every entry whose box
  * overlaps a "fat" box around the object's (its box grown by a margin). While the object's box
@@ -65,22 +49,15 @@ typedef struct statics_cache {
     size_t slot_capacity;
 } statics_cache;
 
+/* A field the tree objects search (the statics', the resting objects'): the pyramid and the
+ * per-object cache of what they found in it. */
 typedef struct statics_field {
-    statics_level level[STATICS_LEVELS_MAX];
-    int levels;    /* level[0] holds the objects, level[levels - 1] at most 8 entries */
-    uint32_t *ids; /* by position in level 0 */
-    size_t ids_capacity;
-    size_t *chunk_count; /* the build's per-chunk counts */
-    float *chunk_bounds;
-    size_t chunk_capacity, chunk_bounds_capacity;
-    void *sort; /* the build's keys and ids and the radix sort's room */
-    size_t sort_bytes;
-    uint64_t rebuilds;
+    field pyramid;
     statics_cache cache;
 } statics_field;
 
-/* Builds field f over the `count` live objects whose flags[id] is set. False on out of memory
- * (the field is then empty). */
+/* Builds f's pyramid over the `count` live objects whose flags[id] is set. False on out of
+ * memory (the field is then empty). */
 bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags, size_t count);
 void statics_field_release(broadphase_world *w, statics_field *f);
 

@@ -99,9 +99,9 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     broadphase_stats s = w->stats;
     s.objects = w->live_count;
     s.static_objects = w->static_count;
-    s.static_builds = w->statics.rebuilds;
+    s.static_builds = w->statics.pyramid.rebuilds;
     s.resting_objects = w->rest.count;
-    s.rest_builds = w->rest.field.rebuilds;
+    s.rest_builds = w->rest.field.pyramid.rebuilds;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
     s.bytes_in_use = w->heap.bytes + threads_scratch_bytes(&w->scratch);
     s.allocations = w->heap.allocations + threads_scratch_allocations(&w->scratch);
