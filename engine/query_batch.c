@@ -1,0 +1,412 @@
+/* The batched queries (broadphase_query_boxes, _spheres, broadphase_raycasts, _closest,
+ * broadphase_nearest_many): checked whole first, run over the workers in fixed chunks (in Morton
+ * order when there are many), each worker's results in its own buffer, then copied out in query
+ * order, so that the output is the same for every thread count. */
+#include "bits.h"
+#include "method.h"
+#include "query_internal.h"
+#include "tree.h"
+#include "world.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "parallel.h"
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+typedef enum batch_kind {
+    BATCH_BOXES,
+    BATCH_SPHERES,
+    BATCH_RAYS,
+    BATCH_CLOSEST,
+    BATCH_NEAREST
+} batch_kind;
+
+typedef struct batch_worker {
+    _Alignas(64) query_buf buf;
+    size_t used;
+    float *d2; /* nearest without dist2_out: k floats */
+    bool failed;
+} batch_worker;
+
+typedef struct batch {
+    const broadphase_world *w;
+    batch_kind kind;
+    const void *input;
+    size_t count, k;
+    size_t *offsets; /* rows: counts, then their exclusive scan */
+    size_t *chunk_start;
+    int *chunk_worker;
+    batch_worker *workers;
+    void *dst; /* rows: the caller's ids or hits */
+    broadphase_ray_hit *closest;
+    uint32_t *near_ids;
+    float *near_d2;
+    size_t *near_counts;
+    uint32_t *order; /* the queries in space-filling-curve order (NULL: as given) */
+} batch;
+
+/* Query i of the batch; the input was checked. */
+static broadphase_status batch_query(const batch *b, size_t i, query *q) {
+    int dims = b->w->config.dimensions;
+    if (b->kind == BATCH_BOXES) {
+        const broadphase_boxes *x = b->input;
+        float lo[3] = {x->min_x[i], x->min_y[i], dims == 3 ? x->min_z[i] : 0.0f};
+        float hi[3] = {x->max_x[i], x->max_y[i], dims == 3 ? x->max_z[i] : 0.0f};
+        return query_make_box(q, dims, lo, hi, false);
+    }
+    if (b->kind == BATCH_SPHERES) {
+        const broadphase_spheres *x = b->input;
+        float c[3] = {x->x[i], x->y[i], dims == 3 ? x->z[i] : 0.0f};
+        return query_make_sphere(q, dims, c, x->radius[i]);
+    }
+    if (b->kind == BATCH_NEAREST) {
+        const broadphase_points *x = b->input;
+        float p[3] = {x->x[i], x->y[i], dims == 3 ? x->z[i] : 0.0f};
+        return query_make_nearest(q, dims, p, b->k);
+    }
+    const broadphase_rays *x = b->input;
+    float o[3] = {x->origin_x[i], x->origin_y[i], dims == 3 ? x->origin_z[i] : 0.0f};
+    float d[3] = {x->dir_x[i], x->dir_y[i], dims == 3 ? x->dir_z[i] : 0.0f};
+    return query_make_ray(q, b->w, o, d, x->max_t[i], b->kind == BATCH_CLOSEST);
+}
+
+/* Where query i of the batch is: a box's or ball's centre, a ray's origin, a point. */
+static void batch_anchor(const batch *b, size_t i, float p[3]) {
+    const float *col[3];
+    float half = 0.5f;
+    if (b->kind == BATCH_BOXES) {
+        const broadphase_boxes *x = b->input;
+        const float *lo[3] = {x->min_x, x->min_y, x->min_z},
+                    *hi[3] = {x->max_x, x->max_y, x->max_z};
+        for (int k = 0; k < 3; k++)
+            p[k] = k < b->w->config.dimensions ? half * lo[k][i] + half * hi[k][i] : 0.0f;
+        return;
+    }
+    if (b->kind == BATCH_SPHERES) {
+        const broadphase_spheres *x = b->input;
+        col[0] = x->x, col[1] = x->y, col[2] = x->z;
+    } else if (b->kind == BATCH_NEAREST) {
+        const broadphase_points *x = b->input;
+        col[0] = x->x, col[1] = x->y, col[2] = x->z;
+    } else {
+        const broadphase_rays *x = b->input;
+        col[0] = x->origin_x, col[1] = x->origin_y, col[2] = x->origin_z;
+    }
+    for (int k = 0; k < 3; k++) p[k] = k < b->w->config.dimensions ? col[k][i] : 0.0f;
+}
+
+/* Queries near each other in space read the same nodes and objects: a batch runs them in Morton
+ * order of their anchors over the anchors' bounding box, so that one query finds in cache what
+ * the one before it loaded. Results go to each query's own place, so the order changes nothing
+ * but speed. False on out of memory. */
+static bool batch_order(batch *b, int workers) {
+    if (b->count < ORDER_MIN || b->count > UINT32_MAX) return true;
+    int dims = b->w->config.dimensions;
+    uint64_t *keys = malloc(b->count * sizeof *keys), *tmp = malloc(b->count * sizeof *tmp);
+    uint32_t *tmp_order = malloc(b->count * sizeof *tmp_order);
+    void *hist = malloc(threads_radix_scratch_size(workers));
+    b->order = malloc(b->count * sizeof *b->order);
+    bool ok = keys && tmp && tmp_order && hist && b->order;
+    if (ok) {
+        float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+        for (size_t i = 0; i < b->count; i++) {
+            float p[3];
+            batch_anchor(b, i, p);
+            for (int k = 0; k < dims; k++) {
+                lo[k] = fminf(lo[k], p[k]);
+                hi[k] = fmaxf(hi[k], p[k]);
+            }
+        }
+        int bits = dims == 3 ? 10 : 15;
+        double scale[3] = {0, 0, 0}, cells = (double)((1u << bits) - 1);
+        for (int k = 0; k < dims; k++) {
+            double span = (double)hi[k] - (double)lo[k]; /* finite: the input was checked */
+            scale[k] = span > 0.0 ? cells / span : 0.0;
+        }
+        for (size_t i = 0; i < b->count; i++) {
+            float p[3];
+            batch_anchor(b, i, p);
+            uint64_t c[3] = {0, 0, 0};
+            for (int k = 0; k < dims; k++) {
+                double u = ((double)p[k] - (double)lo[k]) * scale[k];
+                c[k] = u < cells ? (uint64_t)u : (uint64_t)cells;
+            }
+            keys[i] = dims == 3
+                          ? bits_spread3(c[0]) | bits_spread3(c[1]) << 1 | bits_spread3(c[2]) << 2
+                          : bits_spread2(c[0]) | bits_spread2(c[1]) << 1;
+            b->order[i] = (uint32_t)i;
+        }
+        threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,
+                                 3 * bits - (dims == 2 ? bits : 0), hist);
+    }
+    free(keys);
+    free(tmp);
+    free(tmp_order);
+    free(hist);
+    return ok;
+}
+
+static bool batch_input_ok(const broadphase_world *w, batch_kind kind, const void *input) {
+    bool z = w->config.dimensions == 3;
+    switch (kind) {
+    case BATCH_BOXES: {
+        const broadphase_boxes *x = input;
+        return x->min_x && x->min_y && x->max_x && x->max_y && (!z || (x->min_z && x->max_z));
+    }
+    case BATCH_SPHERES: {
+        const broadphase_spheres *x = input;
+        return x->x && x->y && x->radius && (!z || x->z);
+    }
+    case BATCH_NEAREST: {
+        const broadphase_points *x = input;
+        return x->x && x->y && (!z || x->z);
+    }
+    default: {
+        const broadphase_rays *x = input;
+        return x->origin_x && x->origin_y && x->dir_x && x->dir_y && x->max_t &&
+               (!z || (x->origin_z && x->dir_z));
+    }
+    }
+}
+
+/* Every query of the batch is checked before any runs: the first bad one is named. */
+static broadphase_status batch_check(const batch *b, size_t *bad) {
+    *bad = SIZE_MAX;
+    for (size_t i = 0; i < b->count; i++) {
+        query q;
+        broadphase_status s = batch_query(b, i, &q);
+        if (s != BROADPHASE_OK) {
+            *bad = i;
+            return s;
+        }
+    }
+    return BROADPHASE_OK;
+}
+
+static void batch_rows_chunk(size_t c, int worker, void *p) {
+    batch *b = p;
+    batch_worker *k = &b->workers[worker];
+    b->chunk_start[c] = k->used;
+    b->chunk_worker[c] = worker;
+    size_t end = (c + 1) * BATCH_CHUNK < b->count ? (c + 1) * BATCH_CHUNK : b->count;
+    for (size_t j = c * BATCH_CHUNK; j < end && !k->failed; j++) {
+        size_t i = b->order ? b->order[j] : j;
+        query q;
+        batch_query(b, i, &q);
+        query_out o;
+        query_out_init(&o, &k->buf);
+        o.base = k->used;
+        query_run(b->w, &q, &o);
+        if (o.failed) {
+            k->failed = true;
+            return;
+        }
+        if (o.count > 0) {
+            void *row = (char *)k->buf.data + o.base * k->buf.elem;
+            if (b->kind == BATCH_RAYS)
+                query_sort_hits(row, o.count);
+            else
+                query_sort_ids(row, o.count);
+        }
+        k->used += o.count;
+        b->offsets[i] = o.count;
+    }
+}
+
+/* A chunk's rows, from its worker's buffer (in the order they ran) to their places. */
+static void batch_copy_chunk(size_t c, int worker, void *p) {
+    (void)worker;
+    batch *b = p;
+    size_t first = c * BATCH_CHUNK,
+           end = first + BATCH_CHUNK < b->count ? first + BATCH_CHUNK : b->count;
+    const batch_worker *k = &b->workers[b->chunk_worker[c]];
+    size_t elem = k->buf.elem;
+    const char *src = (const char *)k->buf.data + b->chunk_start[c] * elem;
+    if (!b->order) {
+        size_t n = b->offsets[end] - b->offsets[first];
+        if (n) memcpy((char *)b->dst + b->offsets[first] * elem, src, n * elem);
+        return;
+    }
+    for (size_t j = first; j < end; j++) {
+        size_t i = b->order[j], n = b->offsets[i + 1] - b->offsets[i];
+        if (n) memcpy((char *)b->dst + b->offsets[i] * elem, src, n * elem);
+        src += n * elem;
+    }
+}
+
+static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
+    batch *b = p;
+    batch_worker *k = &b->workers[worker];
+    for (size_t j = begin; j < end; j++) {
+        size_t i = b->order ? b->order[j] : j;
+        query q;
+        batch_query(b, i, &q);
+        query_buf none = {NULL, 0, sizeof(uint32_t), false};
+        query_out o;
+        query_out_init(&o, &none);
+        if (b->kind == BATCH_NEAREST) {
+            o.heap_id = b->near_ids + i * b->k;
+            o.heap_d2 = b->near_d2 ? b->near_d2 + i * b->k : k->d2;
+        }
+        query_run(b->w, &q, &o);
+        if (b->kind == BATCH_NEAREST) {
+            query_finish_nearest(&q, &o);
+            b->near_counts[i] = o.heap_n;
+        } else {
+            b->closest[i] = o.best;
+        }
+    }
+}
+
+static void batch_release(batch *b, int workers) {
+    if (b->workers)
+        for (int i = 0; i < workers; i++) {
+            if (b->workers[i].buf.owned) free(b->workers[i].buf.data);
+            free(b->workers[i].d2);
+        }
+    free(b->workers);
+    free(b->chunk_start);
+    free(b->chunk_worker);
+    free(b->order);
+}
+
+/* Runs a batch; rows: into dst (elements of `elem` bytes) by the offsets protocol. */
+static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_t *total) {
+    const broadphase_world *w = b->w;
+    int workers = w->workers;
+    size_t chunks = (b->count + BATCH_CHUNK - 1) / BATCH_CHUNK;
+    bool rows = b->kind == BATCH_BOXES || b->kind == BATCH_SPHERES || b->kind == BATCH_RAYS;
+    broadphase_status s = BROADPHASE_OK;
+    if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    /* one cache line each at least (sizeof is a multiple of the 64-byte alignment) */
+    b->workers = aligned_alloc(64, (size_t)workers * sizeof *b->workers);
+    if (b->workers) memset(b->workers, 0, (size_t)workers * sizeof *b->workers);
+    if (rows) {
+        b->chunk_start = malloc((chunks + 1) * sizeof(size_t));
+        b->chunk_worker = malloc((chunks + 1) * sizeof(int));
+    }
+    bool ok =
+        b->workers && (!rows || (b->chunk_start && b->chunk_worker)) && batch_order(b, workers);
+    for (int i = 0; ok && i < workers; i++) {
+        b->workers[i].buf.elem = elem;
+        if (b->kind == BATCH_NEAREST && !b->near_d2 && b->k > 0) {
+            b->workers[i].d2 = malloc(b->k * sizeof(float));
+            ok = b->workers[i].d2 != NULL;
+        }
+    }
+    if (!ok) {
+        batch_release(b, workers);
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
+    if (!rows) {
+        if (b->kind != BATCH_NEAREST || b->k > 0)
+            threads_for_ranges(workers, b->count, BATCH_CHUNK, batch_fixed_range, b);
+        batch_release(b, workers);
+        return BROADPHASE_OK;
+    }
+    threads_for_chunks(workers, chunks, batch_rows_chunk, b);
+    for (int i = 0; i < workers; i++)
+        if (b->workers[i].failed) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (s == BROADPHASE_OK) {
+        b->offsets[b->count] = 0;
+        *total = threads_exclusive_scan(workers, b->offsets, b->count + 1);
+        if (*total > capacity)
+            s = BROADPHASE_ERROR_BUFFER_TOO_SMALL;
+        else
+            threads_for_chunks(workers, chunks, batch_copy_chunk, b);
+    }
+    batch_release(b, workers);
+    return s;
+}
+
+/* A batch with results in rows (ids or ray hits): the checks, then the run. */
+static broadphase_status rows_batch(const broadphase_world *w, batch_kind kind, size_t count,
+                                    const void *input, size_t *offsets, void *dst, size_t elem,
+                                    size_t capacity, size_t *total, size_t *bad_index) {
+    *bad_index = SIZE_MAX;
+    *total = 0;
+    if (!offsets || (!dst && capacity > 0) || (count > 0 && !input) ||
+        (count > 0 && !batch_input_ok(w, kind, input)))
+        return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    batch b = {
+        .w = w, .kind = kind, .input = input, .count = count, .offsets = offsets, .dst = dst};
+    broadphase_status s = batch_check(&b, bad_index);
+    return s == BROADPHASE_OK ? batch_run(&b, elem, capacity, total) : s;
+}
+
+static broadphase_status id_rows(const broadphase_world *w, batch_kind kind, size_t count,
+                                 const void *input, broadphase_id_rows *rows) {
+    broadphase_status s = query_check_world(w);
+    if (s != BROADPHASE_OK) return s;
+    if (!rows) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    return rows_batch(w, kind, count, input, rows->offsets, rows->ids, sizeof(uint32_t),
+                      rows->capacity, &rows->total, &rows->bad_index);
+}
+
+broadphase_status broadphase_query_boxes(const broadphase_world *w, size_t count,
+                                         const broadphase_boxes *boxes, broadphase_id_rows *rows) {
+    return id_rows(w, BATCH_BOXES, count, boxes, rows);
+}
+
+broadphase_status broadphase_query_spheres(const broadphase_world *w, size_t count,
+                                           const broadphase_spheres *spheres,
+                                           broadphase_id_rows *rows) {
+    return id_rows(w, BATCH_SPHERES, count, spheres, rows);
+}
+
+broadphase_status broadphase_raycasts(const broadphase_world *w, size_t count,
+                                      const broadphase_rays *rays, broadphase_hit_rows *rows) {
+    broadphase_status s = query_check_world(w);
+    if (s != BROADPHASE_OK) return s;
+    if (!rows) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    return rows_batch(w, BATCH_RAYS, count, rays, rows->offsets, rows->hits,
+                      sizeof(broadphase_ray_hit), rows->capacity, &rows->total, &rows->bad_index);
+}
+
+broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t count,
+                                              const broadphase_rays *rays,
+                                              broadphase_ray_hit *hits_out, size_t *bad_index_out) {
+    broadphase_status s = query_check_world(w);
+    if (s != BROADPHASE_OK) return s;
+    size_t bad = SIZE_MAX;
+    if (count > 0 && (!rays || !hits_out || !batch_input_ok(w, BATCH_CLOSEST, rays))) {
+        s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+    } else {
+        batch b = {
+            .w = w, .kind = BATCH_CLOSEST, .input = rays, .count = count, .closest = hits_out};
+        s = batch_check(&b, &bad);
+        if (s == BROADPHASE_OK) s = batch_run(&b, sizeof(broadphase_ray_hit), 0, NULL);
+    }
+    if (bad_index_out) *bad_index_out = bad;
+    return s;
+}
+
+broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t count,
+                                          const broadphase_points *points, size_t k,
+                                          uint32_t *ids_out, float *dist2_out, size_t *counts_out,
+                                          size_t *bad_index_out) {
+    broadphase_status s = query_check_world(w);
+    if (s != BROADPHASE_OK) return s;
+    size_t bad = SIZE_MAX;
+    if (count > 0 && (!points || !counts_out || (k > 0 && !ids_out) ||
+                      !batch_input_ok(w, BATCH_NEAREST, points))) {
+        s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+    } else {
+        batch b = {.w = w,
+                   .kind = BATCH_NEAREST,
+                   .input = points,
+                   .count = count,
+                   .k = k,
+                   .near_ids = ids_out,
+                   .near_d2 = dist2_out,
+                   .near_counts = counts_out};
+        s = batch_check(&b, &bad);
+        for (size_t i = 0; s == BROADPHASE_OK && k == 0 && i < count; i++) counts_out[i] = 0;
+        if (s == BROADPHASE_OK) s = batch_run(&b, sizeof(uint32_t), 0, NULL);
+    }
+    if (bad_index_out) *bad_index_out = bad;
+    return s;
+}
