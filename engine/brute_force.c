@@ -36,7 +36,7 @@ static void brute_job(size_t job, int worker, void *p) {
         if (w->kind[i] == OBJECT_FREE) continue;
         const world_box *q = &w->box[i];
         size_t h = simd_box_vs_boxes(q->lo, q->hi, &ctx->boxes, i + 1, n, dims, hits);
-        h = world_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
+        h = store_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
         if (w->static_count > 0 && w->is_static[i]) { /* static-static pairs are not reported */
             size_t kept = 0;
             for (size_t k = 0; k < h; k++) {

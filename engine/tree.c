@@ -173,7 +173,7 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
                const uint32_t *pos_to_id, size_t h) {
     if (h == 0) return;
     for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
-    h = world_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
+    h = store_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
     pairs_writer_push_row(wr, qid, k->ids, h);
 }
 
@@ -189,7 +189,7 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
         size_t m = 0;
         for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
         uint32_t qid = row_id[r];
-        m = world_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
+        m = store_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
         pairs_writer_push_row(wr, qid, k->ids, m);
     }
 }

@@ -99,13 +99,28 @@ static inline size_t world_tree_count(const broadphase_world *w) {
     return w->live_count - w->static_count - w->rest.count;
 }
 
+/* ---- the object store (store.c) ---- */
+
+/* Makes room for ids below `need`; the new ids hold sentinels. False on out of memory. */
+bool store_reserve(broadphase_world *w, size_t need);
+/* Id i holds no object: sentinel box (lo +inf, hi -inf), kind OBJECT_FREE. */
+void store_set_sentinel(broadphase_world *w, size_t i);
+/* Filter columns for ids below `need` (new entries hold the default filter). */
+bool store_filter_reserve(broadphase_world *w, size_t need);
+/* The static flags for ids below `need` (new entries not static). */
+bool store_static_reserve(broadphase_world *w, size_t need);
+/* The filter an object has until one is set. */
+extern const broadphase_filter store_default_filter;
+/* Frees the store's columns. */
+void store_release(broadphase_world *w);
+
 /* The sphere columns as the SIMD kernels see them. */
 struct simd_spheres;
-void world_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
+void store_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
 
 /* The exact test after the box test: of the candidate ids (whose bounding boxes overlap object
  * `id`'s), keeps in `out` (may alias) those that the collision filters let pair with it and
  * whose shapes really overlap it; returns how many. All pass at once when the world holds no
  * spheres and has no filters. `scratch` has room for `count` ids. */
-size_t world_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
+size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch);
