@@ -3,14 +3,13 @@
 #include "events.h"
 
 #include "parallel.h"
-#include "world.h"
 
 #include <string.h>
 
 enum { EVENT_CHUNK = 65536 }; /* pairs of the longer list per chunk */
 
 typedef struct merge_ctx {
-    broadphase_world *w;
+    events_state *e;
     const broadphase_pair *lead, *other; /* chunks are cut along lead */
     size_t lead_count, other_count;
     bool lead_is_current;
@@ -22,7 +21,7 @@ typedef struct merge_ctx {
 static void merge_chunk(size_t chunk, int worker, void *p) {
     (void)worker;
     const merge_ctx *c = p;
-    events_state *e = &c->w->events;
+    events_state *e = c->e;
     size_t l0 = chunk * EVENT_CHUNK,
            l1 = l0 + EVENT_CHUNK < c->lead_count ? l0 + EVENT_CHUNK : c->lead_count;
     size_t o0 =
@@ -55,23 +54,21 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     }
 }
 
-bool events_fresh_reserve(broadphase_world *w, size_t need) {
-    events_state *e = &w->events;
+bool events_fresh_reserve(events_state *e, heap *h, size_t need) {
     size_t old = e->fresh_capacity;
     if (need <= old) return true;
     /* The marks already set (ids handed out again since the last step) are kept: a grow for a
      * later add call must not forget that an earlier one reused an id. */
-    if (!heap_grow(&w->heap, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
+    if (!heap_grow(h, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
     memset(e->fresh + old, 0, e->fresh_capacity - old);
     return true;
 }
 
-bool events_update(broadphase_world *w) {
-    events_state *e = &w->events;
-    const pairs_state *ps = &w->pairs;
+bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
+                   const uint32_t *added, size_t added_count) {
     e->begun_count = e->ended_count = 0;
-    merge_ctx c = {w,    ps->out, ps->prev, ps->count,         ps->prev_count,
-                   true, 0,       false,    w->added_count > 0};
+    merge_ctx c = {e,    ps->out, ps->prev, ps->count,      ps->prev_count,
+                   true, 0,       false,    added_count > 0};
     if (ps->prev_count > ps->count) {
         c.lead = ps->prev;
         c.other = ps->out;
@@ -80,10 +77,10 @@ bool events_update(broadphase_world *w) {
         c.lead_is_current = false;
     }
     c.chunks = c.lead_count == 0 ? 1 : (c.lead_count + EVENT_CHUNK - 1) / EVENT_CHUNK;
-    if (!heap_grow(&w->heap, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
-                    0))
+    if (!heap_grow(h, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
+                   0))
         return false;
-    threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
+    threads_for_chunks(workers, c.chunks, merge_chunk, &c);
     size_t nb = 0, ne = 0;
     for (size_t i = 0; i < c.chunks; i++) {
         size_t b = e->chunk_count[2 * i], d = e->chunk_count[2 * i + 1];
@@ -93,34 +90,24 @@ bool events_update(broadphase_world *w) {
         ne += d;
     }
     bool ok =
-        heap_grow(&w->heap, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
-        heap_grow(&w->heap, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
+        heap_grow(h, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
+        heap_grow(h, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
     if (ok) {
         c.write = true;
-        threads_for_chunks(w->workers, c.chunks, merge_chunk, &c);
+        threads_for_chunks(workers, c.chunks, merge_chunk, &c);
         e->begun_count = nb;
         e->ended_count = ne;
     }
-    /* The marks of this step's new ids go (w->added holds them, and resting objects that went
+    /* The marks of this step's new ids go (`added` holds them, and resting objects that went
      * back into the tree, which were never marked); after a failure they stay for the next. */
-    for (size_t i = 0; ok && i < w->added_count; i++) e->fresh[w->added[i]] = 0;
+    for (size_t i = 0; ok && i < added_count; i++) e->fresh[added[i]] = 0;
     return ok;
 }
 
-void events_release(broadphase_world *w) {
-    events_state *e = &w->events;
-    heap_free(&w->heap, e->begun, e->begun_capacity * sizeof(broadphase_pair));
-    heap_free(&w->heap, e->ended, e->ended_capacity * sizeof(broadphase_pair));
-    heap_free(&w->heap, e->fresh, e->fresh_capacity);
-    heap_free(&w->heap, e->chunk_count, e->chunk_capacity * sizeof(size_t));
+void events_release(events_state *e, heap *h) {
+    heap_free(h, e->begun, e->begun_capacity * sizeof(broadphase_pair));
+    heap_free(h, e->ended, e->ended_capacity * sizeof(broadphase_pair));
+    heap_free(h, e->fresh, e->fresh_capacity);
+    heap_free(h, e->chunk_count, e->chunk_capacity * sizeof(size_t));
     memset(e, 0, sizeof *e);
-}
-
-broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_events *events_out) {
-    if (!w || !events_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (!w->config.pair_events) return BROADPHASE_ERROR_INVALID_CONFIG;
-    const events_state *e = &w->events;
-    events_out->begun = (broadphase_pairs){e->begun_count ? e->begun : NULL, e->begun_count};
-    events_out->ended = (broadphase_pairs){e->ended_count ? e->ended : NULL, e->ended_count};
-    return BROADPHASE_OK;
 }

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "broadphase.h"
+#include "heap.h"
+#include "pairs.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct broadphase_world broadphase_world;
 
 typedef struct events_state {
     broadphase_pair *begun, *ended;
@@ -19,10 +19,11 @@ typedef struct events_state {
     size_t chunk_capacity;
 } events_state;
 
-/* After a successful step: the events between w->pairs' previous list and its current one,
- * treating an id added since the previous step as a new object (its old pairs ended, its new
- * ones began). False on out of memory (the events are then empty). */
-bool events_update(broadphase_world *w);
+/* After a successful step: the events between ps' previous list and its current one, treating
+ * an id added since the previous step (added[0 .. added_count)) as a new object (its old pairs
+ * ended, its new ones began). False on out of memory (the events are then empty). */
+bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
+                   const uint32_t *added, size_t added_count);
 /* The fresh marks for ids below `need`. False on out of memory. */
-bool events_fresh_reserve(broadphase_world *w, size_t need);
-void events_release(broadphase_world *w);
+bool events_fresh_reserve(events_state *e, heap *h, size_t need);
+void events_release(events_state *e, heap *h);

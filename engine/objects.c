@@ -451,7 +451,7 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (w->rest.at_rest && !rest_reserve(w, w->id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->config.pair_events && !events_fresh_reserve(w, w->id_end + fresh + 1))
+    if (w->config.pair_events && !events_fresh_reserve(&w->events, &w->heap, w->id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
                    sizeof(uint32_t), w->added_count))

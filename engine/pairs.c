@@ -5,7 +5,7 @@
 #include "pairs.h"
 
 #include "parallel.h"
-#include "world.h"
+#include "heap.h"
 
 #include <assert.h>
 #include <string.h>
@@ -30,14 +30,14 @@ static int bits_for(uint32_t id_end) {
     return bits;
 }
 
-static bool matrix_prepare(broadphase_world *w, size_t rows, size_t row_words) {
-    pairs_state *ps = &w->pairs;
-    size_t workers = (size_t)w->workers, words = workers * rows * row_words;
+static bool matrix_prepare(pairs_state *ps, heap *h, int worker_count, size_t rows,
+                           size_t row_words) {
+    size_t workers = (size_t)worker_count, words = workers * rows * row_words;
     size_t chunks = (rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
     size_t old = ps->bits_capacity;
-    if (!heap_grow(&w->heap, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
-                    0))
+    if (!heap_grow(h, (void **)&ps->bits, &ps->bits_capacity, words, sizeof(uint64_t), 0) ||
+        !heap_grow(h, (void **)&ps->chunk_count, &ps->chunk_capacity, chunks + 1, sizeof(size_t),
+                   0))
         return false;
     if (ps->bits_capacity != old) ps->matrix_zero = 0; /* new memory */
     if (ps->matrix_zero < words)
@@ -53,19 +53,18 @@ static bool matrix_prepare(broadphase_world *w, size_t rows, size_t row_words) {
     return true;
 }
 
-bool pairs_prepare(broadphase_world *w, bool grow) {
-    pairs_state *ps = &w->pairs;
-    size_t workers = (size_t)w->workers;
-    ps->shift = bits_for(w->id_end);
+bool pairs_prepare(pairs_state *ps, heap *h, int worker_count, size_t id_end, bool grow) {
+    size_t workers = (size_t)worker_count;
+    ps->shift = bits_for(id_end);
     /* Expect the last step's pairs; after an overflow, what the overflowing search claimed. */
     size_t expect = ps->last_total;
     size_t claimed = ps->next_block << ps->block_bits;
     if (grow && claimed > expect) expect = claimed;
     /* The matrix mode, when reading all the workers' matrices costs fewer words than there are
      * pairs. */
-    size_t rows = w->id_end, row_words = (rows + 63) / 64;
+    size_t rows = id_end, row_words = (rows + 63) / 64;
     ps->matrix = expect >= MATRIX_MIN && workers * rows * row_words <= expect;
-    if (ps->matrix) return matrix_prepare(w, rows, row_words);
+    if (ps->matrix) return matrix_prepare(ps, h, worker_count, rows, row_words);
     /* The layout is chosen again only when the expected count has doubled or halved since it
      * was last chosen (or the workers changed), so that a count that wobbles keeps it, and with
      * it the arrays' sizes. */
@@ -99,16 +98,16 @@ bool pairs_prepare(broadphase_world *w, bool grow) {
     /* Each worker's cursors on cache lines of their own: they are written on every push. */
     size_t row = (buckets + 7) & ~(size_t)7;
     ps->cursor_row = row;
-    if (!heap_grow(&w->heap, (void **)&ps->pool, &ps->pool_capacity, (blocks + workers) << block_bits,
-                    sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->block_bucket, &ps->block_bucket_capacity, blocks + workers,
-                    sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->block_fill, &ps->block_fill_capacity, blocks + workers,
-                    sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
-                    sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
-                    0))
+    if (!heap_grow(h, (void **)&ps->pool, &ps->pool_capacity, (blocks + workers) << block_bits,
+                   sizeof(uint64_t), 0) ||
+        !heap_grow(h, (void **)&ps->block_bucket, &ps->block_bucket_capacity, blocks + workers,
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(h, (void **)&ps->block_fill, &ps->block_fill_capacity, blocks + workers,
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(h, (void **)&ps->block_list, &ps->block_list_capacity, blocks + workers,
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(h, (void **)&ps->cursors, &ps->cursor_capacity, workers * row, sizeof(size_t),
+                   0))
         return false;
     size_t usable = ps->pool_capacity >> block_bits;
     if (usable > ps->block_bucket_capacity) usable = ps->block_bucket_capacity;
@@ -322,12 +321,12 @@ static void unpack_range(size_t begin, size_t end, int worker, void *p) {
 
 /* A bucket larger than one worker's share (the first step, a jump in the pair count, or one
  * object overlapping very many): gathered and sorted by all workers with the parallel sort. */
-static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
-    pairs_state *ps = &w->pairs;
+static bool sort_big_bucket(pairs_state *ps, heap *h, size_t bucket) {
+    int workers = ps->workers;
     size_t m = ps->bucket_count[bucket];
-    if (!heap_grow(&w->heap, (void **)&ps->keys, &ps->key_capacity, m, sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, (void **)&ps->tmp, &ps->tmp_capacity, m, sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(w->workers), 1, 0))
+    if (!heap_grow(h, (void **)&ps->keys, &ps->key_capacity, m, sizeof(uint64_t), 0) ||
+        !heap_grow(h, (void **)&ps->tmp, &ps->tmp_capacity, m, sizeof(uint64_t), 0) ||
+        !heap_grow(h, &ps->hist, &ps->hist_bytes, threads_radix_scratch_size(workers), 1, 0))
         return false;
     size_t n = 0;
     uint64_t prefix, below;
@@ -338,17 +337,16 @@ static bool sort_big_bucket(broadphase_world *w, size_t bucket) {
         for (uint32_t i = 0; i < ps->block_fill[block]; i++)
             ps->keys[n++] = prefix | pool_entry(ps, at, i, below, ps->narrow);
     }
-    threads_radix_sort_u64(w->workers, ps->keys, ps->tmp, m, 2 * ps->shift - ps->bucket_bits,
+    threads_radix_sort_u64(workers, ps->keys, ps->tmp, m, 2 * ps->shift - ps->bucket_bits,
                            ps->hist);
     big_unpack u = {ps->out + ps->bucket_offset[bucket], ps->keys, ps->shift};
-    threads_for_ranges(w->workers, m, 1 << 16, unpack_range, &u);
+    threads_for_ranges(workers, m, 1 << 16, unpack_range, &u);
     return true;
 }
 
 /* The blocks grouped by bucket, each bucket's key count and output offset; returns the total
  * and sets *largest. False on out of memory. */
-static bool group_blocks(broadphase_world *w, size_t *total_out, size_t *largest_out) {
-    pairs_state *ps = &w->pairs;
+static bool group_blocks(pairs_state *ps, heap *h, size_t *total_out, size_t *largest_out) {
     size_t buckets = (size_t)1 << ps->bucket_bits, workers = (size_t)ps->workers;
     size_t used = ps->next_block, block_keys = (size_t)1 << ps->block_bits;
     /* Each open block's fill. */
@@ -358,8 +356,8 @@ static bool group_blocks(broadphase_world *w, size_t *total_out, size_t *largest
         size_t block = (pos - 1) >> ps->block_bits;
         ps->block_fill[block] = (uint32_t)(pos - block * block_keys);
     }
-    if (!heap_grow(&w->heap, (void **)&ps->bucket_mem, &ps->bucket_mem_capacity, 3 * (buckets + 1),
-                    sizeof(size_t), 0))
+    if (!heap_grow(h, (void **)&ps->bucket_mem, &ps->bucket_mem_capacity, 3 * (buckets + 1),
+                   sizeof(size_t), 0))
         return false;
     ps->bucket_first = ps->bucket_mem;
     ps->bucket_count = ps->bucket_first + buckets + 1;
@@ -437,15 +435,14 @@ static void matrix_emit(size_t chunk, int worker, void *p) {
 
 /* Rows counted by chunk, the counts turned into offsets, then every chunk's pairs written in
  * order while the matrices are cleared for the next step. */
-static pairs_result matrix_finish(broadphase_world *w) {
-    pairs_state *ps = &w->pairs;
+static pairs_result matrix_finish(pairs_state *ps, heap *h) {
     matrix_ctx c = {ps, ps->matrix_words / ((size_t)ps->workers * ps->row_words)};
     size_t chunks = (c.rows + MATRIX_ROWS - 1) / MATRIX_ROWS;
     threads_for_chunks(ps->workers, chunks, matrix_count, &c);
     size_t total = threads_exclusive_scan(ps->workers, ps->chunk_count, chunks);
     if ((total > ps->out_capacity || !ps->out) &&
-        !heap_grow(&w->heap, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
-                    sizeof(broadphase_pair), 0))
+        !heap_grow(h, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+                   sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     threads_for_chunks(ps->workers, chunks, matrix_emit, &c);
     ps->matrix_zero = ps->matrix_words;
@@ -453,15 +450,14 @@ static pairs_result matrix_finish(broadphase_world *w) {
     return PAIRS_DONE;
 }
 
-pairs_result pairs_finish(broadphase_world *w) {
-    pairs_state *ps = &w->pairs;
-    if (ps->matrix) return matrix_finish(w);
+pairs_result pairs_finish(pairs_state *ps, heap *h) {
+    if (ps->matrix) return matrix_finish(ps, h);
     if (ps->overflow) return PAIRS_RETRY;
     size_t total, largest, workers = (size_t)ps->workers;
-    if (!group_blocks(w, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
+    if (!group_blocks(ps, h, &total, &largest)) return PAIRS_OUT_OF_MEMORY;
     if ((total > ps->out_capacity || !ps->out) &&
-        !heap_grow(&w->heap, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
-                    sizeof(broadphase_pair), 0))
+        !heap_grow(h, (void **)&ps->out, &ps->out_capacity, total + total / 4 + 64,
+                   sizeof(broadphase_pair), 0))
         return PAIRS_OUT_OF_MEMORY;
     /* A worker sorts buckets up to its share of the pairs in its own scratch, so that all the
      * workers' scratch together stays within twice the pairs. */
@@ -469,8 +465,8 @@ pairs_result pairs_finish(broadphase_world *w) {
     size_t run = ((largest < ps->big ? largest : ps->big) + 7) & ~(size_t)7;
     if (workers * (COUNT_WORDS + 2 * run) > ps->scratch_capacity) {
         run = (run + run / 4 + 7) & ~(size_t)7; /* a quarter to spare, as for out */
-        if (!heap_grow(&w->heap, (void **)&ps->scratch, &ps->scratch_capacity,
-                        workers * (COUNT_WORDS + 2 * run), sizeof(uint64_t), 0))
+        if (!heap_grow(h, (void **)&ps->scratch, &ps->scratch_capacity,
+                       workers * (COUNT_WORDS + 2 * run), sizeof(uint64_t), 0))
             return PAIRS_OUT_OF_MEMORY;
     }
     /* Runs as long as the scratch allows, whole cache lines each. */
@@ -479,28 +475,28 @@ pairs_result pairs_finish(broadphase_world *w) {
     threads_for_chunks(ps->workers, (size_t)1 << ps->bucket_bits, sort_bucket, ps);
     if (largest > ps->big) {
         for (size_t b = 0; b < (size_t)1 << ps->bucket_bits; b++)
-            if (ps->bucket_count[b] > ps->big && !sort_big_bucket(w, b)) return PAIRS_OUT_OF_MEMORY;
+            if (ps->bucket_count[b] > ps->big && !sort_big_bucket(ps, h, b))
+                return PAIRS_OUT_OF_MEMORY;
     }
     ps->count = ps->last_total = total;
     return PAIRS_DONE;
 }
 
-void pairs_release(broadphase_world *w) {
-    pairs_state *ps = &w->pairs;
-    heap_free(&w->heap, ps->pool, ps->pool_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, ps->block_bucket, ps->block_bucket_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, ps->block_fill, ps->block_fill_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, ps->cursors, ps->cursor_capacity * sizeof(size_t));
-    heap_free(&w->heap, ps->block_list, ps->block_list_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, ps->bucket_mem, ps->bucket_mem_capacity * sizeof(size_t));
-    heap_free(&w->heap, ps->scratch, ps->scratch_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, ps->keys, ps->key_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, ps->hist, ps->hist_bytes);
-    heap_free(&w->heap, ps->out, ps->out_capacity * sizeof(broadphase_pair));
-    heap_free(&w->heap, ps->prev, ps->prev_capacity * sizeof(broadphase_pair));
-    heap_free(&w->heap, ps->bits, ps->bits_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
+void pairs_release(pairs_state *ps, heap *h) {
+    heap_free(h, ps->pool, ps->pool_capacity * sizeof(uint64_t));
+    heap_free(h, ps->block_bucket, ps->block_bucket_capacity * sizeof(uint32_t));
+    heap_free(h, ps->block_fill, ps->block_fill_capacity * sizeof(uint32_t));
+    heap_free(h, ps->cursors, ps->cursor_capacity * sizeof(size_t));
+    heap_free(h, ps->block_list, ps->block_list_capacity * sizeof(uint32_t));
+    heap_free(h, ps->bucket_mem, ps->bucket_mem_capacity * sizeof(size_t));
+    heap_free(h, ps->scratch, ps->scratch_capacity * sizeof(uint64_t));
+    heap_free(h, ps->keys, ps->key_capacity * sizeof(uint64_t));
+    heap_free(h, ps->tmp, ps->tmp_capacity * sizeof(uint64_t));
+    heap_free(h, ps->hist, ps->hist_bytes);
+    heap_free(h, ps->out, ps->out_capacity * sizeof(broadphase_pair));
+    heap_free(h, ps->prev, ps->prev_capacity * sizeof(broadphase_pair));
+    heap_free(h, ps->bits, ps->bits_capacity * sizeof(uint64_t));
+    heap_free(h, ps->chunk_count, ps->chunk_capacity * sizeof(size_t));
     memset(ps, 0, sizeof *ps);
 }
 

@@ -13,12 +13,11 @@
 
 #include "bits.h"
 #include "broadphase.h"
+#include "heap.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct broadphase_world broadphase_world;
 
 enum { PAIRS_BUCKET_BITS = 11 }; /* at most 2^11 buckets */
 
@@ -97,7 +96,7 @@ typedef struct pairs_writer {
 
 /* Before the search: a pool for at least the last step's pairs (or, after a PAIRS_RETRY, for the
  * count the overflowing search made). False on out of memory. */
-bool pairs_prepare(broadphase_world *w, bool grow);
+bool pairs_prepare(pairs_state *ps, heap *h, int workers, size_t id_end, bool grow);
 /* The writer of a job running on `worker`. */
 pairs_writer pairs_writer_begin(pairs_state *ps, int worker);
 /* Claims a new block for `bucket` for `worker`, after the one ending at `pos` (0: none);
@@ -105,8 +104,8 @@ pairs_writer pairs_writer_begin(pairs_state *ps, int worker);
 size_t pairs_claim(pairs_state *ps, int worker, size_t pos, size_t bucket);
 /* After the search: sort each bucket and publish in ps->out; PAIRS_RETRY when the pool
  * overflowed (prepare again with grow and search again). */
-pairs_result pairs_finish(broadphase_world *w);
-void pairs_release(broadphase_world *w);
+pairs_result pairs_finish(pairs_state *ps, heap *h);
+void pairs_release(pairs_state *ps, heap *h);
 /* Pair events: the current list becomes the previous one, and its buffer takes the old
  * previous buffer's place for the next list. */
 void pairs_keep_previous(pairs_state *ps);

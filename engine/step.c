@@ -1,7 +1,7 @@
 /* broadphase_step, the frame, as a list of phases: the fields, the method's update, the pair
  * search, the rest's carry-over, the events, the publication. Each phase is timed into the
- * statistics. Also the calls that read what a step left: the pairs, the statistics, the
- * levels. */
+ * statistics. Also the calls that read what a step left: the pairs, the events, the statistics,
+ * the levels. */
 #include "clock.h"
 #include "method.h"
 #include "tree.h"
@@ -17,14 +17,15 @@ static broadphase_status find_pairs(broadphase_world *w, const method_search *pl
                                     double *search_end) {
     pairs_result r = PAIRS_RETRY;
     for (bool grow = false; r == PAIRS_RETRY; grow = true) {
-        if (!pairs_prepare(w, grow)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (!pairs_prepare(&w->pairs, &w->heap, w->workers, w->id_end, grow))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
         threads_for_chunks(w->workers, plan->job_count, plan->job, plan->ctx);
         if (plan->workers) {
             statics_search(w, plan->workers, plan->slots);
             if (tree_workers_failed(plan->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
         }
         *search_end = clock_now_ms();
-        r = pairs_finish(w);
+        r = pairs_finish(&w->pairs, &w->heap);
     }
     return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
 }
@@ -53,7 +54,9 @@ static broadphase_status run_phases(broadphase_world *w) {
     w->stats.output_ms = clock_now_ms() - t2; /* sorting, publishing and the carry-over */
     w->stats.quality = plan.quality;
     /* 5. The events: begins and ends against the last step's pairs. */
-    if (w->config.pair_events && !events_update(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->config.pair_events &&
+        !events_update(&w->events, &w->pairs, &w->heap, w->workers, w->added, w->added_count))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     return BROADPHASE_OK;
 }
 
@@ -118,4 +121,13 @@ broadphase_status broadphase_get_levels(const broadphase_world *w, broadphase_le
         n = w->method->fill_levels(w->method_state, levels, capacity);
     *levels_out = n;
     return n > capacity ? BROADPHASE_ERROR_BUFFER_TOO_SMALL : BROADPHASE_OK;
+}
+
+broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_events *events_out) {
+    if (!w || !events_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!w->config.pair_events) return BROADPHASE_ERROR_INVALID_CONFIG;
+    const events_state *e = &w->events;
+    events_out->begun = (broadphase_pairs){e->begun_count ? e->begun : NULL, e->begun_count};
+    events_out->ended = (broadphase_pairs){e->ended_count ? e->ended : NULL, e->ended_count};
+    return BROADPHASE_OK;
 }

@@ -70,8 +70,8 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
 void broadphase_destroy(broadphase_world *w) {
     if (!w) return;
     if (w->method) w->method->destroy(w, w->method_state);
-    pairs_release(w);
-    events_release(w);
+    pairs_release(&w->pairs, &w->heap);
+    events_release(&w->events, &w->heap);
     threads_scratch_free(&w->scratch);
     store_release(w);
     heap_free(&w->heap, w->added, w->added_capacity * sizeof(uint32_t));
