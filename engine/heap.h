@@ -1,6 +1,8 @@
 /* Counted, aligned heap memory: every allocation a world makes goes through its heap, which
  * knows the bytes it holds and the allocations it made (broadphase_stats). Modules that only
- * need memory take a heap, not the world. Not thread-safe: call outside parallel regions. */
+ * need memory take a heap, not the world. Safe to call from several threads at once (the
+ * counters are atomic): the workers' scratch and the queries, which may run side by side,
+ * allocate through it too. */
 #pragma once
 
 #include <stdbool.h>
@@ -17,6 +19,18 @@ typedef struct heap {
 void *heap_alloc(heap *h, size_t bytes);
 /* Gives back p (NULL is fine), allocated with `bytes` bytes. */
 void heap_free(heap *h, void *p, size_t bytes);
+/* The figures, read atomically. */
+typedef struct heap_figures {
+    size_t bytes;
+    uint64_t allocations;
+} heap_figures;
+heap_figures heap_read(const heap *h);
+
+/* heap_alloc and heap_free with the heap as a void pointer, for allocator hooks
+ * (threads_allocator). */
+void *heap_alloc_for(void *h, size_t bytes);
+void heap_free_for(void *h, void *p, size_t bytes);
+
 /* Grows *p (holding *capacity elements of `size` bytes, of which `keep` are live) to at least
  * `need` elements, geometrically; contents up to `keep` preserved. False on out of memory, with
  * *p and *capacity unchanged. */

@@ -196,7 +196,7 @@ static broadphase_status ids_query(const broadphase_world *w, const query *q, ui
     *count_out = 0;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     uint32_t local[STACK_RESULTS];
-    query_buf b = {local, STACK_RESULTS, sizeof(uint32_t), false};
+    query_buf b = {local, STACK_RESULTS, sizeof(uint32_t), false, world_heap(w)};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, q, &o);
@@ -212,7 +212,7 @@ static broadphase_status ids_query(const broadphase_world *w, const query *q, ui
             if (o.count) memcpy(ids_out, b.data, o.count * sizeof(uint32_t));
         }
     }
-    if (b.owned) free(b.data);
+    query_buf_release(&b);
     return s;
 }
 
@@ -277,7 +277,7 @@ broadphase_status broadphase_raycast(const broadphase_world *w, const float orig
     *count_out = 0;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     broadphase_ray_hit local[STACK_RESULTS];
-    query_buf b = {local, STACK_RESULTS, sizeof(broadphase_ray_hit), false};
+    query_buf b = {local, STACK_RESULTS, sizeof(broadphase_ray_hit), false, world_heap(w)};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, &q, &o);
@@ -292,7 +292,7 @@ broadphase_status broadphase_raycast(const broadphase_world *w, const float orig
             memcpy(hits_out, b.data, o.count * sizeof(broadphase_ray_hit));
         }
     }
-    if (b.owned) free(b.data);
+    query_buf_release(&b);
     return s;
 }
 
@@ -305,7 +305,7 @@ broadphase_status broadphase_raycast_closest(const broadphase_world *w, const fl
     if (s != BROADPHASE_OK) return s;
     if (!hit_out || !found_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    query_buf b = {NULL, 0, sizeof(broadphase_ray_hit), false};
+    query_buf b = {NULL, 0, sizeof(broadphase_ray_hit), false, world_heap(w)};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, &q, &o);
@@ -325,9 +325,11 @@ broadphase_status broadphase_nearest(const broadphase_world *w, const float poin
     if (k == 0) return BROADPHASE_OK;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     float local[STACK_RESULTS];
-    float *d2 = dist2_out ? dist2_out : k <= STACK_RESULTS ? local : malloc(k * sizeof(float));
+    float *d2 = dist2_out            ? dist2_out
+                : k <= STACK_RESULTS ? local
+                                     : heap_alloc(world_heap(w), k * sizeof(float));
     if (!d2) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    query_buf b = {NULL, 0, sizeof(uint32_t), false};
+    query_buf b = {NULL, 0, sizeof(uint32_t), false, world_heap(w)};
     query_out o;
     query_out_init(&o, &b);
     o.heap_id = ids_out;
@@ -335,6 +337,6 @@ broadphase_status broadphase_nearest(const broadphase_world *w, const float poin
     query_run(w, &q, &o);
     query_finish_nearest(&q, &o);
     *count_out = o.heap_n;
-    if (d2 != dist2_out && d2 != local) free(d2);
+    if (d2 != dist2_out && d2 != local) heap_free(world_heap(w), d2, k * sizeof(float));
     return BROADPHASE_OK;
 }

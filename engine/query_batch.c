@@ -36,6 +36,7 @@ typedef struct batch {
     batch_kind kind;
     const void *input;
     size_t count, k;
+    size_t chunks;   /* of BATCH_CHUNK queries */
     size_t *offsets; /* rows: counts, then their exclusive scan */
     size_t *chunk_start;
     int *chunk_worker;
@@ -105,10 +106,12 @@ static void batch_anchor(const batch *b, size_t i, float p[3]) {
 static bool batch_order(batch *b, int workers) {
     if (b->count < ORDER_MIN || b->count > UINT32_MAX) return true;
     int dims = b->w->config.dimensions;
-    uint64_t *keys = malloc(b->count * sizeof *keys), *tmp = malloc(b->count * sizeof *tmp);
-    uint32_t *tmp_order = malloc(b->count * sizeof *tmp_order);
-    void *hist = malloc(threads_radix_scratch_size(workers));
-    b->order = malloc(b->count * sizeof *b->order);
+    heap *h = world_heap(b->w);
+    size_t n = b->count, hist_bytes = threads_radix_scratch_size(workers);
+    uint64_t *keys = heap_alloc(h, n * sizeof *keys), *tmp = heap_alloc(h, n * sizeof *tmp);
+    uint32_t *tmp_order = heap_alloc(h, n * sizeof *tmp_order);
+    void *hist = heap_alloc(h, hist_bytes);
+    b->order = heap_alloc(h, n * sizeof *b->order);
     bool ok = keys && tmp && tmp_order && hist && b->order;
     if (ok) {
         float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
@@ -142,10 +145,10 @@ static bool batch_order(batch *b, int workers) {
         threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,
                                  3 * bits - (dims == 2 ? bits : 0), hist);
     }
-    free(keys);
-    free(tmp);
-    free(tmp_order);
-    free(hist);
+    heap_free(h, keys, n * sizeof *keys);
+    heap_free(h, tmp, n * sizeof *tmp);
+    heap_free(h, tmp_order, n * sizeof *tmp_order);
+    heap_free(h, hist, hist_bytes);
     return ok;
 }
 
@@ -244,7 +247,7 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
         size_t i = b->order ? b->order[j] : j;
         query q;
         batch_query(b, i, &q);
-        query_buf none = {NULL, 0, sizeof(uint32_t), false};
+        query_buf none = {NULL, 0, sizeof(uint32_t), false, world_heap(b->w)};
         query_out o;
         query_out_init(&o, &none);
         if (b->kind == BATCH_NEAREST) {
@@ -262,15 +265,16 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
 }
 
 static void batch_release(batch *b, int workers) {
+    heap *h = world_heap(b->w);
     if (b->workers)
         for (int i = 0; i < workers; i++) {
-            if (b->workers[i].buf.owned) free(b->workers[i].buf.data);
-            free(b->workers[i].d2);
+            query_buf_release(&b->workers[i].buf);
+            heap_free(h, b->workers[i].d2, b->k * sizeof(float));
         }
-    free(b->workers);
-    free(b->chunk_start);
-    free(b->chunk_worker);
-    free(b->order);
+    heap_free(h, b->workers, (size_t)workers * sizeof *b->workers);
+    heap_free(h, b->chunk_start, (b->chunks + 1) * sizeof(size_t));
+    heap_free(h, b->chunk_worker, (b->chunks + 1) * sizeof(int));
+    heap_free(h, b->order, b->count * sizeof *b->order);
 }
 
 /* Runs a batch; rows: into dst (elements of `elem` bytes) by the offsets protocol. */
@@ -281,19 +285,22 @@ static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_
     bool rows = b->kind == BATCH_BOXES || b->kind == BATCH_SPHERES || b->kind == BATCH_RAYS;
     broadphase_status s = BROADPHASE_OK;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    heap *h = world_heap(w);
+    b->chunks = chunks;
     /* one cache line each at least (sizeof is a multiple of the 64-byte alignment) */
-    b->workers = aligned_alloc(64, (size_t)workers * sizeof *b->workers);
+    b->workers = heap_alloc(h, (size_t)workers * sizeof *b->workers);
     if (b->workers) memset(b->workers, 0, (size_t)workers * sizeof *b->workers);
     if (rows) {
-        b->chunk_start = malloc((chunks + 1) * sizeof(size_t));
-        b->chunk_worker = malloc((chunks + 1) * sizeof(int));
+        b->chunk_start = heap_alloc(h, (chunks + 1) * sizeof(size_t));
+        b->chunk_worker = heap_alloc(h, (chunks + 1) * sizeof(int));
     }
     bool ok =
         b->workers && (!rows || (b->chunk_start && b->chunk_worker)) && batch_order(b, workers);
     for (int i = 0; ok && i < workers; i++) {
         b->workers[i].buf.elem = elem;
+        b->workers[i].buf.heap = h;
         if (b->kind == BATCH_NEAREST && !b->near_d2 && b->k > 0) {
-            b->workers[i].d2 = malloc(b->k * sizeof(float));
+            b->workers[i].d2 = heap_alloc(h, b->k * sizeof(float));
             ok = b->workers[i].d2 != NULL;
         }
     }

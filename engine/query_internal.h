@@ -6,6 +6,7 @@
 #include "broadphase.h"
 #include "query.h"
 #include "query_math.h"
+#include "heap.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,7 +53,8 @@ typedef struct query_buf {
     void *data;
     size_t capacity; /* elements */
     size_t elem;
-    bool owned; /* data is ours to realloc (else it is the caller's stack) */
+    bool owned; /* data is ours, from heap (else it is the caller's stack) */
+    heap *heap; /* the world's (world_heap) */
 } query_buf;
 
 typedef struct query_out {
@@ -80,6 +82,8 @@ void query_sort_hits(broadphase_ray_hit *hits, size_t n);
 void query_finish_nearest(const query *q, query_out *o);
 /* Room for `need` more results in b; false on out of memory. */
 bool query_buf_room(query_buf *b, size_t need);
+/* Gives back b's memory if it is the heap's. */
+void query_buf_release(query_buf *b);
 
 /* ---- query.c ---- */
 

@@ -17,13 +17,20 @@
 bool query_buf_room(query_buf *b, size_t need) {
     if (need <= b->capacity) return true;
     size_t cap = b->capacity * 2 > need ? b->capacity * 2 : need;
-    void *d = b->owned ? realloc(b->data, cap * b->elem) : malloc(cap * b->elem);
+    if (cap > SIZE_MAX / b->elem) return false;
+    void *d = heap_alloc(b->heap, cap * b->elem);
     if (!d) return false;
-    if (!b->owned && b->capacity) memcpy(d, b->data, b->capacity * b->elem);
+    if (b->capacity) memcpy(d, b->data, b->capacity * b->elem);
+    query_buf_release(b);
     b->data = d;
     b->capacity = cap;
     b->owned = true;
     return true;
+}
+
+void query_buf_release(query_buf *b) {
+    if (b->owned) heap_free(b->heap, b->data, b->capacity * b->elem);
+    b->owned = false;
 }
 
 static inline void put_id(query_out *o, uint32_t id) {

@@ -106,8 +106,9 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     s.resting_objects = w->rest.count;
     s.rest_builds = w->rest.field.pyramid.rebuilds;
     s.nodes = s.leaves = s.depth = s.objects_in_internal_nodes = 0;
-    s.bytes_in_use = w->heap.bytes + threads_scratch_bytes(&w->scratch);
-    s.allocations = w->heap.allocations + threads_scratch_allocations(&w->scratch);
+    heap_figures h = heap_read(&w->heap);
+    s.bytes_in_use = h.bytes; /* the workers' scratch included */
+    s.allocations = h.allocations;
     if (w->method->fill_stats && w->method_state) w->method->fill_stats(w->method_state, &s);
     *stats_out = s;
     return BROADPHASE_OK;

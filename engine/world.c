@@ -47,10 +47,13 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     if (!config || !world_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     *world_out = NULL;
     if (!config_valid(config)) return BROADPHASE_ERROR_INVALID_CONFIG;
-    broadphase_world *w = calloc(1, sizeof *w);
+    /* The world itself is the heap's first allocation. */
+    heap h = {0, 0};
+    broadphase_world *w = heap_alloc(&h, sizeof *w);
     if (!w) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    w->heap.allocations = 1;
-    w->heap.bytes = sizeof *w;
+    memset(w, 0, sizeof *w);
+    w->heap = h;
+    w->scratch.allocator = (threads_allocator){heap_alloc_for, heap_free_for, &w->heap};
     w->config = *config;
     w->method = method_for(config->method);
     if (w->config.leaf_size == 0) w->config.leaf_size = (int)w->method->leaf_size;
@@ -78,7 +81,8 @@ void broadphase_destroy(broadphase_world *w) {
     statics_release(w);
     rest_release(w);
     query_state_release(w);
-    free(w);
+    heap h = w->heap;
+    heap_free(&h, w, sizeof *w);
 }
 
 size_t broadphase_object_count(const broadphase_world *w) {

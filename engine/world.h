@@ -99,6 +99,12 @@ static inline size_t world_tree_count(const broadphase_world *w) {
     return w->live_count - w->static_count - w->rest.count;
 }
 
+/* The world's heap, for the calls that take a const world (the queries): it is the one part of
+ * the world they change, and it is safe to share between threads (heap.h). */
+static inline heap *world_heap(const broadphase_world *w) {
+    return (heap *)&w->heap;
+}
+
 /* ---- the object store (store.c) ---- */
 
 /* Makes room for ids below `need`; the new ids hold sentinels. False on out of memory. */

@@ -63,11 +63,6 @@ size_t simd_boxes_cross_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t
                                      size_t b_begin, size_t b_end, const float b_lo[3],
                                      const float b_hi[3], int dims, uint32_t *rows, uint32_t *cols);
 
-/* Many blocks, each against its own query box, in one call: blocks of 8 boxes stored as 48
- * floats (min x, y, z then max x, y, z, 8 lanes each), as a pyramid of bounds keeps them. For
- * each entry e of `pairs` (block index pairs[2e], query index pairs[2e + 1]), masks[e] gets bit
- * l set when lane l of that block overlaps query box (qmin, qmax)[query]. One call per level of
- * a walk instead of one per block. */
 /* The bounds of boxes [begin, end) on all three axes: lo[k] the least min[k][i], hi[k] the
  * greatest max[k][i] (+inf and -inf when the range is empty). Reads nothing past end. Lanes of
  * 8 are reduced in a fixed order (lane j with j + 4, then j + 2, then j + 1; the tail last), so
@@ -116,6 +111,11 @@ static inline void simd_prefetch_write(const void *p) {
 #endif
 }
 
+/* Many blocks, each against its own query box, in one call: blocks of 8 boxes stored as 48
+ * floats (min x, y, z then max x, y, z, 8 lanes each), as a pyramid of bounds keeps them. For
+ * each entry e of `pairs` (block index pairs[2e], query index pairs[2e + 1]), masks[e] gets bit
+ * l set when lane l of that block overlaps query box (qmin, qmax)[query]. One call per level of
+ * a walk instead of one per block. */
 void simd_blocks_vs_boxes(const float *blocks, const uint32_t *pairs, size_t count,
                           const float (*qmin)[3], const float (*qmax)[3], int dims, uint8_t *masks);
 void simd_blocks_vs_boxes_scalar(const float *blocks, const uint32_t *pairs, size_t count,

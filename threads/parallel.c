@@ -184,9 +184,9 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
  * not see (libomp is not instrumented), and the LLVM 14 runtime's AnnotateNewMemory is a no-op.
  * So when the spawner later writes a new task's copies into the same bytes, ThreadSanitizer
  * reports a race with the old task's read: a false report, made deterministic by spawning a few
- * thousand tasks from one thread while another runs them (NOTES, row 120). Reading the two copies
- * here, uninstrumented, removes only those reads; everything fn does through ctx is checked, and
- * Archer's task-start edge still orders it after the spawn. */
+ * thousand tasks from one thread while another runs them (perf/NOTES.md row 120). Reading the two
+ * copies here, uninstrumented, removes only those reads; everything fn does through ctx is checked,
+ * and Archer's task-start edge still orders it after the spawn. */
 #define THREADS_TAKE_TASK __attribute__((no_sanitize("thread"), noinline))
 #else
 #define THREADS_TAKE_TASK inline
@@ -230,6 +230,18 @@ struct threads_scratch_slot {
     uint64_t allocations;
 };
 
+static void *scratch_alloc(const threads_scratch *s, size_t bytes) {
+    if (s->allocator.alloc) return s->allocator.alloc(s->allocator.ctx, bytes);
+    return aligned_alloc(THREADS_CACHE_LINE, bytes);
+}
+
+static void scratch_free(const threads_scratch *s, void *p, size_t bytes) {
+    if (s->allocator.free)
+        s->allocator.free(s->allocator.ctx, p, bytes);
+    else
+        free(p);
+}
+
 static size_t threads_round_up_line(size_t bytes) {
     if (bytes > SIZE_MAX - (THREADS_CACHE_LINE - 1)) return 0;
     return (bytes + THREADS_CACHE_LINE - 1) & ~(size_t)(THREADS_CACHE_LINE - 1);
@@ -238,12 +250,11 @@ static size_t threads_round_up_line(size_t bytes) {
 bool threads_scratch_reserve(threads_scratch *s, int workers) {
     workers = threads_clamp_workers(workers);
     if (workers <= s->count) return true;
-    struct threads_scratch_slot *slot =
-        aligned_alloc(THREADS_CACHE_LINE, (size_t)workers * sizeof *slot);
+    struct threads_scratch_slot *slot = scratch_alloc(s, (size_t)workers * sizeof *slot);
     if (!slot) return false;
     memset(slot, 0, (size_t)workers * sizeof *slot);
     if (s->count > 0) memcpy(slot, s->slot, (size_t)s->count * sizeof *slot);
-    free(s->slot);
+    scratch_free(s, s->slot, (size_t)s->count * sizeof *slot);
     s->slot = slot;
     s->count = workers;
     /* The slot array counts as an allocation too, so steady-state checks see every malloc; it is
@@ -263,11 +274,11 @@ void *threads_scratch_get(threads_scratch *s, int worker, size_t bytes) {
     size_t grown = slot->capacity + slot->capacity / 2;
     size_t capacity = grown > need ? threads_round_up_line(grown) : need;
     if (capacity == 0) capacity = need;
-    unsigned char *data = aligned_alloc(THREADS_CACHE_LINE, capacity);
+    unsigned char *data = scratch_alloc(s, capacity);
     if (!data) return NULL;
     if (slot->data) {
         memcpy(data, slot->data, slot->capacity);
-        free(slot->data);
+        scratch_free(s, slot->data, slot->capacity);
     }
     slot->data = data;
     slot->capacity = capacity;
@@ -276,8 +287,8 @@ void *threads_scratch_get(threads_scratch *s, int worker, size_t bytes) {
 }
 
 void threads_scratch_free(threads_scratch *s) {
-    for (int i = 0; i < s->count; i++) free(s->slot[i].data);
-    free(s->slot);
+    for (int i = 0; i < s->count; i++) scratch_free(s, s->slot[i].data, s->slot[i].capacity);
+    scratch_free(s, s->slot, (size_t)s->count * sizeof *s->slot);
     s->slot = NULL;
     s->count = 0;
 }

@@ -49,12 +49,22 @@ void threads_wait_children(void);
 /* The calling worker's index inside threads_for_* / threads_run_tasks; 0 outside. */
 int threads_worker_index(void);
 
+/* Where memory comes from: alloc(ctx, bytes) gives `bytes` bytes 64-byte aligned, or NULL on out
+ * of memory, and may be called from several workers at once; free(ctx, p, bytes) gives back what
+ * alloc gave (p may be NULL). All NULL: the C library's aligned_alloc and free. */
+typedef struct threads_allocator {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p, size_t bytes);
+    void *ctx;
+} threads_allocator;
+
 /* Per-worker scratch memory, each slot 64-byte aligned on its own cache lines, grown on demand
  * and kept, so that steady-state work allocates nothing. */
 typedef struct threads_scratch {
     struct threads_scratch_slot *slot; /* one per worker, each on its own cache lines */
     int count;
-} threads_scratch; /* zero-initialise before first use */
+    threads_allocator allocator; /* set before first use, or left zero */
+} threads_scratch;               /* zero-initialise before first use */
 
 /* Makes room for `workers` slots (existing slots are kept). Not thread-safe: call outside
  * parallel regions. Returns false on out of memory. */

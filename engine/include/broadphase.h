@@ -96,8 +96,8 @@ typedef struct broadphase_config {
     size_t initial_capacity; /* objects to reserve at creation; default 0 */
     /* Octree: each cell is enlarged by this factor about its centre for holding objects (a
      * loose octree), so that an object sits at the level its size suits instead of above every
-     * cell border it crosses. 1 gives the strict octree. Default 1.5 (measured: see perf/NOTES.md);
-     * range 1..4. */
+     * cell border it crosses. 1 gives the strict octree. Default 1.5 (perf/NOTES.md rows 30
+     * and 77); range 1..4. */
     float looseness;
     /* Keep the previous step's pairs and report, after each step, the pairs that began and
      * ended (broadphase_pair_events). Costs a second pair buffer and a linear merge per step.
