@@ -1,0 +1,727 @@
+/* The octree's refit (see octree.c): each object's new bounds read into its slot and its node
+ * decided (it stays, or climbs and sinks to the node that holds it); the movers sorted by
+ * destination; emptied branches kept as spares, sparse subtrees merged, crowded nodes split; the
+ * slots laid out anew when anything moved. */
+#include "octree_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+enum {
+    SMALL_BELOW = 65536, /* the refit's chunks stay SMALL_CHUNK below this (NOTES, 89-90) */
+    DEFER_SHARE = 64,    /* movers wait while they are at most 1/64 of the objects */
+    TIGHTEN_EVERY = 8,   /* relayouts for added objects alone that tighten: 1 in this many */
+};
+
+/* ---- geometry -------------------------------------------------------------------------------- */
+
+/* Does node n's cell contain the box's centre? */
+static bool centre_in(const octree *t, const oc_node *n, const double umin[3],
+                      const double umax[3]) {
+    uint32_t cell[3];
+    centre_cell(t, n->level, umin, umax, cell);
+    for (int k = 0; k < t->dims; k++)
+        if (cell[k] != n->cell[k]) return false;
+    return true;
+}
+
+/* Is the level + 1 cell `sub` a child of cell `parent`? In a loose octree a cell holds objects
+ * whose centre lies outside it, and those cannot sink into any of its children. */
+static bool is_child_cell(const octree *t, const uint32_t parent[3], const uint32_t sub[3]) {
+    for (int k = 0; k < t->dims; k++)
+        if (sub[k] >> 1 != parent[k]) return false;
+    return true;
+}
+
+/* ---- nodes ----------------------------------------------------------------------------------- */
+
+/* Arrays indexed by node, for node_capacity nodes. */
+bool oc_by_node_reserve(broadphase_world *w, octree *t) {
+    size_t need = t->node_capacity + 1;
+    if (need <= t->by_node_capacity) return true;
+    size_t cap = t->by_node_capacity;
+    /* Contents kept: a split may grow the nodes in the middle of a refit. */
+    uint32_t **arrays[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
+                           &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
+    size_t got = 0;
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        size_t c = cap;
+        if (!heap_grow(&w->heap, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
+        got = c;
+    }
+    for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
+    t->by_node_capacity = got;
+    t->free_capacity = got;
+    return true;
+}
+
+/* A node from the free list or past the last one; NONE on out of memory. Outside the build. */
+static uint32_t node_new(broadphase_world *w, octree *t) {
+    if (t->free_count) return t->free_nodes[--t->free_count];
+    if (t->node_count >= t->node_capacity) {
+        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
+                       sizeof(oc_node), t->node_count) ||
+            !oc_by_node_reserve(w, t))
+            return NONE;
+    }
+    return t->node_count++;
+}
+
+/* Frees node n and its (spare) subtree. */
+static void node_free_subtree(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    for (int j = 0; j < t->nchild; j++)
+        if (node->child[j] != NONE) node_free_subtree(t, node->child[j]);
+    node->spare = true;
+    node->begin = node->end = node->sub_end = 0;
+    t->free_nodes[t->free_count++] = n;
+}
+
+/* Node n becomes the top of a spare branch: everything below it is spare already or becomes so
+ * (their own objects leave: the caller redirects them). */
+static void make_spare(octree *t, uint32_t n) {
+    oc_node *node = &t->nodes[n];
+    node->spare = true;
+    node->life = node->lifespan;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c != NONE && !t->nodes[c].spare) make_spare(t, c);
+    }
+}
+
+/* ---- refit ----------------------------------------------------------------------------------- */
+
+/* From node n, the node that should hold the box: up to the first ancestor that holds it, then
+ * down through live children as deep as it fits. NONE when even the root does not hold it. */
+static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const double umax[3]) {
+    const oc_node *nodes = t->nodes;
+    while (!holds(t, nodes[n].level, nodes[n].cell, umin, umax)) {
+        if (n == 0) return NONE;
+        n = nodes[n].parent;
+    }
+    /* Up on to the first ancestor whose cell also contains the centre: a loose ancestor holds
+     * objects whose centre has moved into a neighbouring cell, and they could never sink from
+     * there, so that moving objects would drift up the tree, step after step, into nodes that
+     * every descendant tests against. (Until it leaves the region or the slots are next laid
+     * out, an object stays in its leaf even when its centre has crossed into a neighbour: see
+     * tighten.) */
+    while (n != 0 && !centre_in(t, &nodes[n], umin, umax)) n = nodes[n].parent;
+    for (;;) {
+        const oc_node *node = &nodes[n];
+        if (node->level >= t->max_level) return n;
+        uint32_t cell[3];
+        centre_cell(t, node->level + 1, umin, umax, cell);
+        if (!is_child_cell(t, node->cell, cell)) return n;
+        uint32_t c = node->child[child_slot(t, cell)];
+        if (c == NONE || nodes[c].spare || !holds(t, node->level + 1, cell, umin, umax)) return n;
+        n = c;
+    }
+}
+
+/* Reads every object's new bounds into its slot and decides the node it belongs in now. */
+static void refit_slots(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    const broadphase_world *w = c->w;
+    octree *t = c->t;
+    int b = t->slots.cur;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
+    if (end > t->slots.count) end = t->slots.count;
+    size_t movers = 0;
+    bool escaped = false, urgent = false;
+    /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
+     * and streamed column by column. */
+    bool stream = tree_slots_stream(w, &t->slots);
+    tree_slot_block blk;
+    for (size_t s0 = begin; s0 < end; s0 += TREE_SLOT_BLOCK) {
+        size_t s1 = end - s0 < TREE_SLOT_BLOCK ? end : s0 + TREE_SLOT_BLOCK;
+        for (size_t s = s0; s < s1; s++) {
+            float mn[3], mx[3];
+            tree_refit_read(w, &t->slots, b, &blk, s0, s, end, stream, mn, mx);
+            if (mn[0] == INFINITY) { /* removed (see tree_refit_read) */
+                t->dest[s] = DEAD;
+                movers++;
+                urgent = true;
+                continue;
+            }
+            uint32_t n = t->slot_node[s];
+            const oc_node *node = &t->nodes[n];
+            /* The common case: still inside its leaf's region, it stays. */
+            if (node->leaf && mn[0] >= node->hold_lo[0] && mn[1] >= node->hold_lo[1] &&
+                mn[2] >= node->hold_lo[2] && mx[0] <= node->hold_hi[0] &&
+                mx[1] <= node->hold_hi[1] && mx[2] <= node->hold_hi[2]) {
+                t->dest[s] = n;
+                continue;
+            }
+            double umin[3], umax[3];
+            to_grid(t, mn, mx, umin, umax);
+            uint32_t d = rehome(t, n, umin, umax);
+            if (d == NONE) {
+                escaped = true;
+                d = n;
+            }
+            t->dest[s] = d;
+            movers += d != n;
+            /* A mover still inside its node's parent's region can wait (see DEFER_SHARE). */
+            if (d != n) {
+                uint32_t up = node->parent;
+                urgent |=
+                    up == NONE || !holds(t, t->nodes[up].level, t->nodes[up].cell, umin, umax);
+            }
+        }
+        if (stream) tree_slots_stream_block(&t->slots, b, s0, s1 - s0, &blk);
+    }
+    if (stream) simd_stream_fence();
+    t->chunk_count[chunk] = movers;
+    if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
+    if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
+}
+
+/* The leaf at node n's level whose cell is n's stepped by step[k] (-1, 0 or 1) along each axis,
+ * when it exists and its region (rounded inward, see hold_region) holds [mn, mx]; else NONE.
+ * Integer cells and float bounds only: the common move of tighten() without rehome()'s grid
+ * arithmetic. */
+static uint32_t neighbour_leaf(const octree *t, uint32_t n, const int step[3], const float mn[3],
+                               const float mx[3]) {
+    const oc_node *nodes = t->nodes;
+    int level = nodes[n].level;
+    uint64_t side = (uint64_t)1 << level;
+    uint32_t cell[3] = {0, 0, 0};
+    for (int k = 0; k < t->dims; k++) {
+        int64_t at = (int64_t)nodes[n].cell[k] + step[k];
+        if (at < 0 || (uint64_t)at >= side) return NONE;
+        cell[k] = (uint32_t)at;
+    }
+    uint32_t a = n;
+    for (;;) {
+        int up = level - nodes[a].level;
+        bool in = true;
+        for (int k = 0; k < t->dims; k++) in &= cell[k] >> up == nodes[a].cell[k];
+        if (in) break;
+        if (a == 0) return NONE;
+        a = nodes[a].parent;
+    }
+    while (nodes[a].level < level) {
+        int down = level - nodes[a].level - 1, j = 0;
+        for (int k = 0; k < t->dims; k++) j |= (int)(cell[k] >> down & 1u) << k;
+        uint32_t c = nodes[a].child[j];
+        if (c == NONE || nodes[c].spare) return NONE;
+        a = c;
+    }
+    if (!nodes[a].leaf) return NONE;
+    for (int k = 0; k < t->dims; k++)
+        if (!(mn[k] >= nodes[a].hold_lo[k] && mx[k] <= nodes[a].hold_hi[k])) return NONE;
+    return a;
+}
+
+/* When the slots are laid out anew anyway: a leaf's object whose centre has left the leaf's cell
+ * (the refit keeps it while it stays inside the region) moves too, into the leaf its centre is
+ * in, as a build would place it, when that is a leaf. Left alone, such objects drift to the edge
+ * of the region and the leaves' bounds with them: at moving 1e5 the leaves reached 1.2 past
+ * their cells after 40 frames against 0.44 built, and the search took 10-12% longer. The cell
+ * edge is found in floats (the region less the margin): only the choice of movers depends on
+ * it, and a mover goes only where it is held. */
+static void tighten(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    int b = t->slots.cur;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
+    if (end > t->slots.count) end = t->slots.count;
+    float inset[64];
+    for (int l = 0; l <= t->max_level && l < 64; l++)
+        inset[l] = (float)(t->cell_margin[l] / t->scale);
+    size_t movers = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t n = t->slot_node[s];
+        if (t->dest[s] != n) continue;
+        const oc_node *node = &t->nodes[n];
+        if (!node->leaf) continue;
+        float in = inset[node->level];
+        bool out = false;
+        int step[3] = {0, 0, 0};
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->slots.smin[b][k][s];
+            mx[k] = t->slots.smax[b][k][s];
+            if (k >= t->dims) continue;
+            float centre = 0.5f * mn[k] + 0.5f * mx[k];
+            step[k] = centre < node->hold_lo[k] + in ? -1 : centre > node->hold_hi[k] - in ? 1 : 0;
+            out |= step[k] != 0;
+        }
+        if (!out) continue;
+        uint32_t d = neighbour_leaf(t, n, step, mn, mx);
+        if (d == NONE) {
+            double umin[3], umax[3];
+            to_grid(t, mn, mx, umin, umax);
+            d = rehome(t, n, umin, umax);
+            if (d == NONE || !t->nodes[d].leaf) continue;
+        }
+        if (d == n) continue;
+        t->dest[s] = d;
+        movers++;
+    }
+    t->chunk_count[chunk] += movers;
+}
+
+/* The chunk's movers, as moves with their halves swapped (source << 32 | destination, DEAD as
+ * node_count so that removed objects sort last), for gather_moves' sort; and each node's
+ * departures, taken off its own count by the chunk holding its first slot, which follows the
+ * node past its own end (a node's slots are consecutive), so that no two chunks write one node. */
+static void collect_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
+    if (end > t->slots.count) end = t->slots.count;
+    if (begin >= end) return;
+    uint32_t nodes = (uint32_t)t->node_count;
+    uint64_t *out = t->moves_tmp + t->chunk_count[chunk];
+    /* The node this chunk begins inside of, when it began in an earlier chunk: not ours. */
+    uint32_t before =
+        begin > 0 && t->slot_node[begin - 1] == t->slot_node[begin] ? t->slot_node[begin] : NONE;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s], n = t->slot_node[s];
+        if (d == n) continue;
+        *out++ = (uint64_t)s << 32 | (d == DEAD ? nodes : d);
+        if (n != before) t->own_count[n]--;
+    }
+    uint32_t last = t->slot_node[end - 1];
+    if (last == before) return;
+    for (size_t s = end; s < t->slots.count && t->slot_node[s] == last; s++)
+        if (t->dest[s] != last) t->own_count[last]--;
+}
+
+static void count_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
+    if (end > t->slots.count) end = t->slots.count;
+    size_t movers = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s];
+        if (d != DEAD && t->redirect[d] != NONE) {
+            /* A merged node may itself have merged into an ancestor: follow the chain. */
+            while (t->redirect[d] != NONE) d = t->redirect[d];
+            t->dest[s] = d;
+        }
+        movers += d != t->slot_node[s];
+    }
+    t->chunk_count[chunk] = movers;
+}
+
+/* Every node's own count as laid out, no arrivals yet. */
+static void reset_counts(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    size_t end = (chunk + 1) * t->node_chunk;
+    if (end > t->node_count) end = t->node_count;
+    for (size_t n = chunk * t->node_chunk; n < end; n++) {
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrivals[n] = 0;
+        t->arrive_first[n] = 0;
+    }
+    if (end == t->node_count) t->arrive_first[end] = 0;
+}
+
+/* Each node's arrivals, from the moves sorted by destination: its run of them gives their count
+ * and where they begin, which is also where every node since the previous run begins (those
+ * with none). The chunk holding a run's first move takes the whole run. */
+static void count_arrivals(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    size_t count = t->move_count, begin = chunk * t->move_chunk, end = begin + t->move_chunk;
+    if (end > count) end = count;
+    uint32_t nodes = (uint32_t)t->node_count;
+    const uint64_t *moves = t->moves;
+    for (size_t m = begin; m < end;) {
+        uint32_t d = (uint32_t)moves[m];
+        uint32_t prev = m > 0 ? (uint32_t)moves[m - 1] : UINT32_MAX;
+        if (prev == d) {
+            m++; /* the run began in an earlier chunk */
+            continue;
+        }
+        size_t e = m + 1;
+        while (e < count && (uint32_t)moves[e] == d) e++;
+        for (uint32_t n = prev + 1; n <= d; n++) t->arrive_first[n] = (uint32_t)m;
+        if (d < nodes) {
+            t->arrivals[d] = (uint32_t)(e - m);
+            t->own_count[d] += (uint32_t)(e - m);
+            if (e == count)
+                for (uint32_t n = d + 1; n <= nodes; n++) t->arrive_first[n] = (uint32_t)e;
+        }
+        m = e;
+    }
+}
+
+/* The moves (slots whose node changes, in slot order, then objects new to the tree), sorted by
+ * destination, stably, as source << 32 | destination (removed objects last); every node's own
+ * count and arrivals; and arrive_first, where each node's arrivals begin (arrive_first[nodes]:
+ * the moves that stay in the tree). Every pass is parallel and the sort is the radix sort on the
+ * destination's bits, so no serial pass over the moves grows with the objects, and the result is
+ * the same for every worker count. */
+static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
+    size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
+    oc_ctx c = {w, t};
+    threads_for_chunks(w->workers, node_chunks(w, t), reset_counts, &c);
+    threads_for_chunks(w->workers, chunks, collect_movers, &c);
+    size_t count = movers;
+    uint32_t nodes = (uint32_t)t->node_count;
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t d = t->add_dest[i];
+        if (d != NONE)
+            t->moves_tmp[count++] =
+                (uint64_t)(TREE_ADDED | (uint32_t)i) << 32 | (d == DEAD ? nodes : d);
+    }
+    t->move_count = count;
+    if (count == 0) return 0;
+    int bits = 1;
+    while (bits < 32 && (nodes >> bits) != 0) bits++;
+    threads_radix_sort_u64(w->workers, t->moves_tmp, t->moves, count, bits, t->hist);
+    uint64_t *sorted = t->moves_tmp;
+    t->moves_tmp = t->moves;
+    t->moves = sorted;
+    t->move_chunk = threads_chunk_size(count, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    threads_for_chunks(w->workers, threads_chunk_count(count, t->move_chunk), count_arrivals, &c);
+    return count;
+}
+
+/* Every live node below n (n excluded) redirects its objects to `to` and becomes spare. */
+static void redirect_below(octree *t, uint32_t n, uint32_t to) {
+    oc_node *node = &t->nodes[n];
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE || t->nodes[c].spare) continue;
+        if (t->redirect[c] == NONE) t->redirected[t->redirected_count++] = c;
+        t->redirect[c] = to;
+        redirect_below(t, c, to);
+    }
+}
+
+/* Post-order over the live tree: spare branches age (and are freed when their time is up),
+ * emptied nodes become spare, subtrees holding no more than leaf_size objects merge into their
+ * top node, and nodes holding too many objects are listed for splitting. Returns the subtree's
+ * object count. */
+static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
+    uint32_t total = t->own_count[n];
+    bool live_children = false;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = t->nodes[n].child[j];
+        if (c == NONE) continue;
+        if (t->nodes[c].spare) {
+            if (t->nodes[c].life == 0 || --t->nodes[c].life == 0) {
+                node_free_subtree(t, c);
+                t->nodes[n].child[j] = NONE;
+            }
+            continue;
+        }
+        uint32_t sub = restructure(w, t, c);
+        if (sub == 0) {
+            make_spare(t, c);
+            redirect_below(t, c, n); /* nothing lives there; keeps the bookkeeping uniform */
+            continue;
+        }
+        live_children = true;
+        total += sub;
+    }
+    oc_node *node = &t->nodes[n];
+    uint32_t leaf_size = (uint32_t)w->config.leaf_size;
+    if (live_children && total <= leaf_size) {
+        redirect_below(t, n, n);
+        for (int j = 0; j < t->nchild; j++)
+            if (node->child[j] != NONE && !t->nodes[node->child[j]].spare)
+                make_spare(t, node->child[j]);
+        live_children = false;
+    }
+    /* A crowded node splits; so does an internal node that objects arrived in, so that those
+     * whose child cell is absent or spare sink into it instead of staying up here. */
+    if ((t->own_count[n] > leaf_size || live_children) && node->level < t->max_level &&
+        (t->arrivals[n] > 0 || (!live_children && !node->split_failed)))
+        t->splits[t->split_count++] = n;
+    return total;
+}
+
+/* Bounds in grid units of an object referred to by a split: a slot, or an entry of w->added. */
+static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, double umin[3],
+                     double umax[3]) {
+    float mn[3], mx[3];
+    if (ref < t->slots.count) {
+        int b = t->slots.cur;
+        for (int k = 0; k < 3; k++) {
+            mn[k] = t->slots.smin[b][k][ref];
+            mx[k] = t->slots.smax[b][k][ref];
+        }
+    } else {
+        uint32_t id = w->added[ref - t->slots.count];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = w->box[id].lo[k];
+            mx[k] = w->box[id].hi[k];
+        }
+    }
+    to_grid(t, mn, mx, umin, umax);
+}
+
+static uint32_t *ref_dest(octree *t, uint32_t ref) {
+    return ref < t->slots.count ? &t->dest[ref] : &t->add_dest[ref - t->slots.count];
+}
+
+/* Node n holds refs[0, count) (more than leaf_size): each that fits the child cell of its centre
+ * goes there, the child revived or made as needed; children left with too many split in turn.
+ * scratch has room for count refs. False on out of memory. */
+static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t *scratch,
+                  uint32_t count) {
+    uint32_t per[8] = {0};
+    int level = t->nodes[n].level + 1;
+    uint32_t moved = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        double umin[3], umax[3];
+        ref_grid(w, t, refs[i], umin, umax);
+        uint32_t cell[3];
+        centre_cell(t, level, umin, umax, cell);
+        if (!is_child_cell(t, t->nodes[n].cell, cell) || !holds(t, level, cell, umin, umax))
+            continue;
+        int j = child_slot(t, cell);
+        uint32_t c = t->nodes[n].child[j];
+        if (c == NONE) {
+            c = node_new(w, t);
+            if (c == NONE) return false;
+            node_init(&t->nodes[c], n, level, cell);
+            hold_region(t, &t->nodes[c]);
+            t->nodes[n].child[j] = c;
+        } else if (t->nodes[c].spare) {
+            oc_node *cn = &t->nodes[c];
+            cn->spare = false;
+            cn->split_failed = false;
+            cn->lifespan =
+                (uint16_t)(cn->lifespan * 2 > LIFESPAN_CAP ? LIFESPAN_CAP : cn->lifespan * 2);
+            /* Its children were spare already; now they are the tops of spare branches. */
+            for (int q = 0; q < t->nchild; q++)
+                if (cn->child[q] != NONE)
+                    t->nodes[cn->child[q]].life = t->nodes[cn->child[q]].lifespan;
+        }
+        *ref_dest(t, refs[i]) = c;
+        per[j]++;
+        moved++;
+    }
+    t->nodes[n].split_failed = moved == 0;
+    if (level >= t->max_level) return true;
+    /* The movers grouped by child (a counting sort through scratch), then crowded children
+     * split in turn, each within its own part of refs and scratch. */
+    uint32_t start[9], at[8];
+    start[0] = 0;
+    for (int j = 0; j < 8; j++) start[j + 1] = start[j] + per[j];
+    memcpy(at, start, sizeof at);
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t d = *ref_dest(t, refs[i]);
+        if (d == n) continue;
+        scratch[at[child_slot(t, t->nodes[d].cell)]++] = refs[i];
+    }
+    memcpy(refs, scratch, moved * sizeof(uint32_t));
+    for (int j = 0; j < t->nchild; j++) {
+        if (per[j] <= (uint32_t)w->config.leaf_size) continue;
+        uint32_t c = t->nodes[n].child[j];
+        if (!split(w, t, c, refs + start[j], scratch + start[j], per[j])) return false;
+    }
+    return true;
+}
+
+/* Lays live nodes out anew in preorder from their own counts; spare ones get empty ranges. */
+static uint32_t relayout(octree *t, uint32_t n, uint32_t at) {
+    oc_node *node = &t->nodes[n];
+    t->new_begin[n] = at;
+    at += t->own_count[n];
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c == NONE) continue;
+        if (t->nodes[c].spare) {
+            t->own_count[c] = 0;
+            t->new_begin[c] = at;
+            continue;
+        }
+        at = relayout(t, c, at);
+    }
+    return at;
+}
+
+static void copy_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    oc_ctx *c = p;
+    octree *t = c->t;
+    size_t end_node = (chunk + 1) * t->node_chunk;
+    if (end_node > t->node_count) end_node = t->node_count;
+    for (size_t n = chunk * t->node_chunk; n < end_node; n++)
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, 32,
+                       (uint32_t)n, t->nodes[n].begin, t->nodes[n].end, t->new_begin[n],
+                       t->arrive_first[n], t->arrive_first[n + 1]);
+}
+
+/* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else up to
+ * SLOT_CHUNK, cut so that every worker has chunks to balance: 16 workers would otherwise find
+ * 1e5 slots in 7 chunks of 16,384 (perf/NOTES.md, row 111). Whole cache lines of every column,
+ * as the streamed writes want. The chunks only divide the work: the passes give the same result
+ * for any chunking, so the thread count changes nothing but the time. */
+static size_t refit_chunk_size(size_t slots, int workers) {
+    return threads_chunk_size(slots, workers, SMALL_CHUNK,
+                              slots < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK);
+}
+
+/* Room for this refit's passes, and for every object moving at once. False on out of memory. */
+static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks) {
+    size_t need = t->slots.count + w->added_count + 1;
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
+                   sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                   sizeof(uint32_t), t->slots.count) ||
+        !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
+                   sizeof(uint32_t), 0) ||
+        !id_tables_reserve(w, t) || !oc_by_node_reserve(w, t))
+        return false;
+    /* Sized for every object moving at once (twice over for the splits' grouping), so that the
+     * number of movers, which changes every step, never makes a step allocate. */
+    if (need > t->move_capacity) {
+        size_t c1 = t->move_capacity, c2 = c1, c3 = t->ref_capacity, c4 = c3;
+        if (!heap_grow(&w->heap, (void **)&t->moves, &c1, need, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->moves_tmp, &c2, c1, sizeof(uint64_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->refs, &c3, 2 * c1, sizeof(uint32_t), 0) ||
+            !heap_grow(&w->heap, (void **)&t->refs_tmp, &c4, c3, sizeof(uint32_t), 0))
+            return false;
+        t->move_capacity = c1;
+        t->ref_capacity = c3;
+    }
+    return true;
+}
+
+/* The objects new to the tree: each to the node that holds it, found from the root; on one that
+ * the root does not hold, t->escaped (the caller gives the ids taken back). */
+static void place_added(broadphase_world *w, octree *t) {
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t id = w->added[i];
+        t->add_dest[i] = NONE;
+        if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
+        float mn[3], mx[3];
+        for (int k = 0; k < 3; k++) {
+            mn[k] = w->box[id].lo[k];
+            mx[k] = w->box[id].hi[k];
+        }
+        double umin[3], umax[3];
+        to_grid(t, mn, mx, umin, umax);
+        uint32_t d = rehome(t, 0, umin, umax);
+        if (d == NONE) {
+            t->escaped = true;
+            break;
+        }
+        t->add_dest[i] = d;
+        t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
+    }
+}
+
+/* The tree's shape for this step's moves (gathered in *count): spare branches age, emptied
+ * nodes become spare, sparse subtrees merge, crowded nodes split; when any of that changed the
+ * tree, the moves are gathered again. */
+static broadphase_status reshape(broadphase_world *w, octree *t, size_t chunks, size_t *count) {
+    t->split_count = 0;
+    t->redirected_count = 0;
+    restructure(w, t, 0);
+    bool changed = t->redirected_count > 0;
+    if (t->split_count > 0) {
+        /* Each crowded node's objects: those staying, then its arrivals (one run of the moves,
+         * which gather_moves sorted by destination). */
+        for (size_t i = 0; i < t->split_count; i++) {
+            uint32_t n = t->splits[i];
+            uint32_t k = 0;
+            for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++)
+                if (t->dest[s] == n) t->refs[k++] = s;
+            for (uint32_t a = t->arrive_first[n]; a < t->arrive_first[n] + t->arrivals[n]; a++) {
+                uint32_t src = (uint32_t)(t->moves[a] >> 32);
+                t->refs[k++] = src & TREE_ADDED ? t->slots.count + (src & ~TREE_ADDED) : src;
+            }
+            if (!split(w, t, n, t->refs, t->refs_tmp, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        }
+        changed = true;
+    }
+    if (!changed) return BROADPHASE_OK;
+    /* Merged nodes hand their objects up; split ones have changed dest in place. */
+    for (size_t i = 0; i < w->added_count; i++) {
+        uint32_t d = t->add_dest[i];
+        while (d != NONE && t->redirect[d] != NONE) d = t->redirect[d];
+        t->add_dest[i] = d;
+        if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = t->add_dest[i];
+    }
+    if (!oc_by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    oc_ctx c = {w, t};
+    threads_for_chunks(w->workers, chunks, count_movers, &c);
+    *count = gather_moves(w, t, chunks);
+    for (size_t i = 0; i < t->redirected_count; i++) t->redirect[t->redirected[i]] = NONE;
+    t->redirected_count = 0;
+    return BROADPHASE_OK;
+}
+
+/* The slots laid out anew, into the other buffer, from every node's new own count. */
+static void lay_out(broadphase_world *w, octree *t) {
+    oc_ctx c = {w, t};
+    size_t nodes = t->node_count;
+    uint32_t total = relayout(t, 0, 0);
+    threads_for_chunks(w->workers, node_chunks(w, t), copy_nodes, &c);
+    /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside
+     * spare branches). */
+    for (size_t n = 0; n < nodes; n++) {
+        oc_node *node = &t->nodes[n];
+        node->begin = node->spare ? 0 : t->new_begin[n];
+        node->end = node->spare ? 0 : t->new_begin[n] + t->own_count[n];
+        if (node->spare) node->sub_end = 0;
+    }
+    t->slots.cur = 1 - t->slots.cur;
+    t->slots.count = total;
+}
+
+/* REFIT; *escaped (and nothing changed) when an object left the root. */
+broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
+    t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
+    size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
+    if (!refit_reserve(w, t, chunks)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    oc_ctx c = {w, t};
+    t->escaped = t->urgent = false;
+    threads_for_chunks(w->workers, chunks, refit_slots, &c);
+    place_added(w, t);
+    if (t->escaped) {
+        for (size_t i = 0; i < w->added_count; i++)
+            if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = NONE;
+        *escaped = true;
+        return BROADPHASE_OK;
+    }
+
+    /* Moving objects between nodes means laying every slot out anew, however few move. Those
+     * that only drifted into a neighbour's region of the same parent wait in their node (its
+     * measured bounds keep the search exact; they only widen a little) until they are more
+     * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
+    size_t pending = 0;
+    for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
+    /* Movers that waited carried a leaf past its reach region at the last step, and the search
+     * left the flat list: lay them out now rather than let the tree search go on. */
+    if (t->flat_state & FLAT_ESCAPE) t->urgent = true;
+    if (!t->urgent && w->added_count == 0 && pending <= t->slots.count / DEFER_SHARE) {
+        oc_measure(t, w->workers, true);
+        w->stats.refits++;
+        return BROADPHASE_OK;
+    }
+    /* A relayout for added objects alone (the movers still few enough to wait) tightens only
+     * every TIGHTEN_EVERY-th time: run at every step that adds, tightening moved objects between
+     * leaves at each and the flat list was made again at most of them (NOTES, row 133); never
+     * run, leaves would loosen to their regions. */
+    if (t->urgent || pending > t->slots.count / DEFER_SHARE || ++t->untightened >= TIGHTEN_EVERY) {
+        threads_for_chunks(w->workers, chunks, tighten, &c);
+        t->untightened = 0;
+    }
+    size_t count = gather_moves(w, t, chunks);
+    broadphase_status s = reshape(w, t, chunks, &count);
+    if (s != BROADPHASE_OK) return s;
+    if (count > 0) lay_out(w, t);
+    oc_measure(t, w->workers, true);
+    w->stats.refits++;
+    return BROADPHASE_OK;
+}
