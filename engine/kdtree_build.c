@@ -1,0 +1,427 @@
+/* The kd-tree's rebuild: the live objects gathered as records, partitioned from the root down in
+ * parallel tasks (each node split at the midpoint of its objects' centres), laid out in tree order
+ * and numbered in preorder; and the measure of the cost figure and statistics after each update. */
+#include "kdtree_internal.h"
+
+#include "parallel.h"
+#include "tree.h"
+#include "world.h"
+
+#include <math.h>
+#include <string.h>
+
+static void count_live(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kd_pass_ctx *c = p;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
+    if (end > c->w->id_end) end = c->w->id_end;
+    size_t live = 0;
+    for (size_t i = begin; i < end; i++) live += world_tree_member(c->w, i);
+    c->t->chunk_count[chunk] = live;
+}
+
+static void write_records(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kd_pass_ctx *c = p;
+    const broadphase_world *w = c->w;
+    size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
+    if (end > w->id_end) end = w->id_end;
+    kd_record *r = c->t->records + c->t->chunk_count[chunk];
+    for (size_t i = begin; i < end; i++) {
+        if (!world_tree_member(w, i)) continue;
+        for (int k = 0; k < 3; k++) {
+            r->min[k] = w->box[i].lo[k];
+            r->max[k] = w->box[i].hi[k];
+        }
+        r->id = (uint32_t)i;
+        r->pad = 0;
+        r++;
+    }
+}
+
+typedef struct build_ctx {
+    kdtree *t;
+    int dims, leaf_size, max_depth;
+} build_ctx;
+
+typedef struct build_task {
+    const build_ctx *b;
+    uint32_t node, begin, end;
+} build_task;
+
+static void build_node(void *p, int worker);
+
+static float rec_key(const kd_record *r, int axis) {
+    return r->min[axis];
+}
+
+/* Quicksort of records by min on one axis (median of three, insertion sort below 16). */
+static void sort_records(kd_record *r, uint32_t n, int axis) {
+    while (n > 16) {
+        float a = rec_key(&r[0], axis), m = rec_key(&r[n / 2], axis), z = rec_key(&r[n - 1], axis);
+        float pivot = a < m ? (m < z ? m : (a < z ? z : a)) : (a < z ? a : (m < z ? z : m));
+        uint32_t i = 0, j = n - 1;
+        for (;;) {
+            while (rec_key(&r[i], axis) < pivot) i++;
+            while (rec_key(&r[j], axis) > pivot) j--;
+            if (i >= j) break;
+            kd_record tmp = r[i];
+            r[i++] = r[j];
+            r[j--] = tmp;
+        }
+        /* Recurse into the smaller side, loop on the larger: bounded stack depth. */
+        uint32_t left = j + 1;
+        if (left < n - left) {
+            sort_records(r, left, axis);
+            r += left;
+            n -= left;
+        } else {
+            sort_records(r + left, n - left, axis);
+            n = left;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        kd_record x = r[i];
+        uint32_t j = i;
+        while (j > 0 && rec_key(&r[j - 1], axis) > rec_key(&x, axis)) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = x;
+    }
+}
+
+/* Chooses the sweep axis of a node with many own objects (the axis, other than its split axis,
+ * along which they spread most), sorts them along it and records their reach. */
+static void finish_own(kd_node *n, kd_record *rec, uint32_t begin, uint32_t end, int dims,
+                       int split_axis) {
+    n->sweep = NO_SWEEP;
+    n->reach = 0.0f;
+    if (end - begin <= SWEEP_MIN) return;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t i = begin; i < end; i++) {
+        for (int k = 0; k < dims; k++) {
+            lo[k] = rec[i].min[k] < lo[k] ? rec[i].min[k] : lo[k];
+            hi[k] = rec[i].max[k] > hi[k] ? rec[i].max[k] : hi[k];
+        }
+    }
+    int axis = -1;
+    for (int k = 0; k < dims; k++)
+        if (k != split_axis && (axis < 0 || hi[k] - lo[k] > hi[axis] - lo[axis])) axis = k;
+    if (axis < 0) axis = 0;
+    sort_records(rec + begin, end - begin, axis);
+    float reach = 0.0f;
+    for (uint32_t i = begin; i < end; i++) {
+        float e = rec[i].max[axis] - rec[i].min[axis];
+        reach = e > reach ? e : reach;
+    }
+    n->sweep = (uint8_t)axis;
+    n->slab_lo = split_axis < 0 ? -INFINITY : lo[split_axis];
+    n->slab_hi = split_axis < 0 ? INFINITY : hi[split_axis];
+    n->reach = nextafterf(reach, INFINITY); /* never below the exact largest extent */
+}
+
+static void build_node(void *p, int worker) {
+    (void)worker;
+    build_task *task = p;
+    const build_ctx *b = task->b;
+    kdtree *t = b->t;
+    kd_node *n = &t->nodes[task->node];
+    kd_record *rec = t->records;
+    uint32_t begin = task->begin, end = task->end;
+    n->begin = begin;
+    n->end = end;
+    n->sub_end = end;
+    n->child[0] = n->child[1] = NONE;
+    n->sweep = NO_SWEEP;
+    if (end - begin <= (uint32_t)b->leaf_size || n->depth >= b->max_depth) {
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
+
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t i = begin; i < end; i++) {
+        for (int k = 0; k < b->dims; k++) {
+            float c = rec[i].min[k] * 0.5f + rec[i].max[k] * 0.5f;
+            lo[k] = c < lo[k] ? c : lo[k];
+            hi[k] = c > hi[k] ? c : hi[k];
+        }
+    }
+    int axis = 0;
+    float extent = hi[0] - lo[0];
+    for (int k = 1; k < b->dims; k++) {
+        if (hi[k] - lo[k] > extent) {
+            extent = hi[k] - lo[k];
+            axis = k;
+        }
+    }
+    if (!(extent > 0.0f)) { /* every centre the same: nothing separates them */
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
+    float plane = lo[axis] * 0.5f + hi[axis] * 0.5f;
+
+    /* Three-way partition: straddlers (kept here), then left (max < plane), then right. */
+    uint32_t own_end = begin, mid = begin, right = end;
+    while (mid < right) {
+        kd_record r = rec[mid];
+        if (r.max[axis] < plane) {
+            mid++;
+        } else if (r.min[axis] > plane) {
+            right--;
+            rec[mid] = rec[right];
+            rec[right] = r;
+        } else {
+            rec[mid] = rec[own_end];
+            rec[own_end] = r;
+            own_end++;
+            mid++;
+        }
+    }
+    if (own_end == end) { /* everything straddles: stays a leaf */
+        finish_own(n, rec, begin, end, b->dims, -1);
+        return;
+    }
+    uint32_t ranges[2][2] = {{own_end, right}, {right, end}};
+    int want = (right > own_end) + (end > right);
+    uint32_t first = __atomic_fetch_add(&t->node_count, (uint32_t)want, __ATOMIC_RELAXED);
+    if (first + (uint32_t)want > t->node_capacity) {
+        /* Out of nodes: keep this node a leaf and let the caller build again with more room. */
+        __atomic_store_n(&t->overflow, true, __ATOMIC_RELAXED);
+        return;
+    }
+    n->axis = (uint8_t)axis;
+    n->plane = plane;
+    n->end = own_end;
+    finish_own(n, rec, begin, own_end, b->dims, axis);
+    build_task sub[2];
+    int subs = 0;
+    uint32_t next = first;
+    for (int side = 0; side < 2; side++) {
+        if (ranges[side][1] == ranges[side][0]) continue;
+        uint32_t ci = next++;
+        kd_node *c = &t->nodes[ci];
+        memcpy(c->cell_lo, n->cell_lo, sizeof c->cell_lo);
+        memcpy(c->cell_hi, n->cell_hi, sizeof c->cell_hi);
+        if (side == 0)
+            c->cell_hi[axis] = plane;
+        else
+            c->cell_lo[axis] = plane;
+        c->parent = task->node;
+        c->depth = (uint8_t)(n->depth + 1);
+        c->axis = 0;
+        c->plane = 0.0f;
+        n->child[side] = ci;
+        sub[subs++] = (build_task){b, ci, ranges[side][0], ranges[side][1]};
+    }
+    if (subs == 2 && end - begin > TASK_CUTOFF) {
+        threads_spawn(build_node, &sub[0]);
+        build_node(&sub[1], worker);
+        threads_wait_children();
+    } else {
+        for (int s = 0; s < subs; s++) build_node(&sub[s], worker);
+    }
+}
+
+typedef struct scatter_ctx {
+    kdtree *t;
+} scatter_ctx;
+
+static void scatter_records(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((scatter_ctx *)p)->t;
+    int b = t->slots.cur;
+    for (size_t i = begin; i < end; i++) {
+        const kd_record *r = &t->records[i];
+        for (int k = 0; k < 3; k++) {
+            t->slots.smin[b][k][i] = r->min[k];
+            t->slots.smax[b][k][i] = r->max[k];
+        }
+        t->slots.sid[b][i] = r->id;
+    }
+}
+
+static void mark_nodes(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((scatter_ctx *)p)->t;
+    size_t end = (chunk + 1) * t->node_chunk;
+    if (end > t->node_count) end = t->node_count;
+    const uint32_t *sid = t->slots.sid[t->slots.cur];
+    for (size_t n = chunk * t->node_chunk; n < end; n++) {
+        for (uint32_t s = t->nodes[n].begin; s < t->nodes[n].end; s++) {
+            t->node_of[sid[s]] = (uint32_t)n;
+            t->slot_node[s] = (uint32_t)n;
+        }
+    }
+}
+
+/* Preorder positions of the subtree of n, from position i; returns the position after it. Depth
+ * is bounded by max_depth (<= 64), so recursion is safe. */
+static uint32_t number_preorder(kdtree *t, uint32_t n, uint32_t i) {
+    t->order[i] = n;
+    uint32_t next = i + 1;
+    for (int s = 0; s < 2; s++)
+        if (t->nodes[n].child[s] != NONE) next = number_preorder(t, t->nodes[n].child[s], next);
+    t->skip[i] = next;
+    return next;
+}
+
+/* Ids or slots per chunk: SLOT_CHUNK, and below it, so that every worker has chunks to balance,
+ * from SMALL_FROM slots on. Fewer slots stay in chunks of SLOT_CHUNK: a tree of 1e4 cut in three
+ * chunks on two workers left half the boxes in the other core's cache, and the next move waited
+ * for them (move 0.042 -> 0.082 ms at 1e4 on two threads, perf/NOTES.md row 115a). */
+size_t kd_slot_chunk_size(size_t slots, int workers) {
+    return threads_chunk_size(slots, workers, slots < SMALL_FROM ? SLOT_CHUNK : SMALL_CHUNK,
+                              SLOT_CHUNK);
+}
+
+/* Sets the chunks of the passes over the nodes that follow, for a tree of `objects`, and returns
+ * their count. Below SMALL_FROM objects they stay NODE_CHUNK, for the reason kd_slot_chunk_size
+ * gives. */
+size_t kd_node_chunks(const broadphase_world *w, kdtree *t, size_t objects) {
+    t->node_chunk =
+        threads_chunk_size(t->node_count, w->workers,
+                           objects < SMALL_FROM ? NODE_CHUNK : NODE_SMALL_CHUNK, NODE_CHUNK);
+    return threads_chunk_count(t->node_count, t->node_chunk);
+}
+
+/* scan[i] = node begins, shifted as pack_counts' prefix sums leave them. */
+static void pack_begins(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((kd_pass_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) t->scan[i] = (size_t)t->nodes[t->order[i]].begin << 32;
+}
+
+/* Subtree ends from the begins in scan (scan[node_count] holds the total): a subtree ends where
+ * the node after it in preorder begins. With new_ranges, begin and end too. */
+void kd_set_ranges(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const kd_pass_ctx *c = p;
+    kdtree *t = c->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    for (uint32_t i = first; i < last; i++) {
+        kd_node *node = &t->nodes[t->order[i]];
+        if (c->new_ranges) {
+            node->begin = (uint32_t)(t->scan[i] >> 32);
+            node->end = node->begin + t->own_count[t->order[i]];
+        }
+        node->sub_end = (uint32_t)(t->scan[t->skip[i]] >> 32);
+    }
+}
+
+static void measure_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    kdtree *t = ((kd_pass_ctx *)p)->t;
+    uint32_t first, last;
+    position_range(t, chunk, &first, &last);
+    kd_measure m = {0, 0, 0, 0};
+    for (uint32_t i = first; i < last; i++) {
+        const kd_node *n = &t->nodes[i];
+        uint64_t own = n->end - n->begin;
+        m.cost += own * own;
+        if (n->depth > m.depth) m.depth = n->depth;
+        if (is_leaf(n))
+            m.leaves++;
+        else
+            m.internal += (uint32_t)own;
+    }
+    t->parts[chunk] = m;
+}
+
+/* The cost figure and the statistics, summed over node chunks. False on out of memory. */
+bool kd_measure_tree(broadphase_world *w, kdtree *t) {
+    size_t chunks = kd_node_chunks(w, t, t->slots.count);
+    if (!heap_grow(&w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure),
+                   0))
+        return false;
+    kd_pass_ctx c = {w, t, 0, false, 0, 0};
+    threads_for_chunks(w->workers, chunks, measure_chunk, &c);
+    kd_measure all = {0, 0, 0, 0};
+    for (size_t i = 0; i < chunks; i++) {
+        all.cost += t->parts[i].cost;
+        all.depth = t->parts[i].depth > all.depth ? t->parts[i].depth : all.depth;
+        all.leaves += t->parts[i].leaves;
+        all.internal += t->parts[i].internal;
+    }
+    t->cost = all.cost;
+    t->depth = all.depth;
+    t->leaves = all.leaves;
+    t->internal_objects = all.internal;
+    return true;
+}
+
+static void root_init(kd_node *root) {
+    for (int k = 0; k < 3; k++) {
+        root->cell_lo[k] = -INFINITY;
+        root->cell_hi[k] = INFINITY;
+    }
+    root->parent = NONE;
+    root->depth = 0;
+    root->axis = 0;
+    root->plane = 0.0f;
+}
+
+broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
+    t->slot_chunk = kd_slot_chunk_size(w->id_end, w->workers);
+    size_t chunks = threads_chunk_count(w->id_end, t->slot_chunk);
+    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                   sizeof(size_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
+                   sizeof(kd_record), 0) ||
+        !tree_slots_reserve(w, &t->slots, world_tree_count(w)) || !id_tables_reserve(w, t) ||
+        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                   sizeof(uint32_t), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    kd_pass_ctx g = {w, t, 0, false, 0, 0};
+    threads_for_chunks(w->workers, chunks, count_live, &g);
+    threads_exclusive_scan(w->workers, t->chunk_count, chunks);
+    threads_for_chunks(w->workers, chunks, write_records, &g);
+    uint32_t count = (uint32_t)world_tree_count(w);
+
+    /* Nodes: usually about count / 3; retried with more room in the rare case of overflow. */
+    size_t want = count / 2 + MIN_NODE_CAPACITY;
+    if (want > t->node_capacity &&
+        !heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    build_ctx b = {t, w->config.dimensions, w->config.leaf_size, w->config.max_depth};
+    for (;;) {
+        t->overflow = false;
+        t->node_count = 1;
+        root_init(&t->nodes[0]);
+        build_task root = {&b, 0, 0, count};
+        threads_run_tasks(w->workers, build_node, &root);
+        if (!t->overflow) break;
+        /* A partition is not undone, but rebuilding from the same records is still exact. */
+        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+                       sizeof(kd_node), 0))
+            return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
+    size_t nodes = t->node_count, node_chunk_count = kd_node_chunks(w, t, count);
+    /* Sized by the node pool, not the node count, so that a tree a few nodes larger than the
+     * last does not allocate. */
+    size_t room = t->node_capacity + 1;
+    if (!heap_grow(&w->heap, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(&w->heap, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    number_preorder(t, 0, 0);
+    kd_pass_ctx r = {w, t, 0, false, 0, 0};
+    threads_for_chunks(w->workers, node_chunk_count, pack_begins, &r);
+    t->scan[nodes] = (size_t)count << 32;
+    threads_for_chunks(w->workers, node_chunk_count, kd_set_ranges, &r);
+    t->slots.cur = 0;
+    t->slots.count = count;
+    scatter_ctx s = {t};
+    threads_for_ranges(w->workers, count, t->slot_chunk, scatter_records, &s);
+    tree_forget_free_ids(w, t->node_of);
+    threads_for_chunks(w->workers, node_chunk_count, mark_nodes, &s);
+    if (!kd_measure_tree(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    t->base_cost = t->cost;
+    t->built = true;
+    t->built_empty = count == 0;
+    w->stats.rebuilds++;
+    return BROADPHASE_OK;
+}
