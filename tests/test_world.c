@@ -1528,30 +1528,6 @@ TEST(step_pairs_out_may_be_null) {
     }
 }
 
-TEST(step_empty_and_single_object) {
-    for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
-        broadphase_world *w = run_world(3, &RUNS[r]);
-        REQUIRE(w);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        CHECK_EQ_INT(broadphase_last_pairs(w).count, 0);
-        uint32_t id = add_one(w, box_shape(0, 0, 0, 1, 1, 1), 3);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        move_one(w, id, sphere_shape(0, 0, 0, 1), 3);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        /* Two objects overlapping, then one removed: back to none. */
-        uint32_t other = add_one(w, sphere_shape(0.5f, 0, 0, 1), 3);
-        CHECK_EQ_INT(step_ok(w).count, 1);
-        remove_one(w, other);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        remove_one(w, id);
-        CHECK_EQ_INT(step_ok(w).count, 0);
-        broadphase_destroy(w);
-    }
-}
-
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 static void expect_stats(broadphase_world *w, size_t objects, size_t pairs, uint64_t steps) {
