@@ -120,6 +120,47 @@ static inline broadphase_world *make_world(int dims, broadphase_method method,
     return make_world_loose(dims, method, update, threads, 0.0f);
 }
 
+/* The events between two steps, from their pair sets (sorted): pairs in `now` and not in
+ * `before` began, pairs in `before` and not in `now` ended, and a pair in both whose ids were
+ * handed out again in between (gen, by id: how many times it was handed out, differs from
+ * before_gen) did both. */
+static inline void expected_events(const pair_list *before, const uint32_t *before_gen,
+                                   const pair_list *now, const uint32_t *gen, pair_list *begun,
+                                   pair_list *ended) {
+    begun->count = ended->count = 0;
+    size_t i = 0, j = 0;
+    while (i < now->count || j < before->count) {
+        uint64_t kn = i < now->count ? (uint64_t)now->data[i].a << 32 | now->data[i].b : UINT64_MAX;
+        uint64_t kb =
+            j < before->count ? (uint64_t)before->data[j].a << 32 | before->data[j].b : UINT64_MAX;
+        if (kn < kb) {
+            pair_list_push(begun, now->data[i].a, now->data[i].b);
+            i++;
+        } else if (kb < kn) {
+            pair_list_push(ended, before->data[j].a, before->data[j].b);
+            j++;
+        } else {
+            broadphase_pair p = now->data[i];
+            if (gen[p.a] != before_gen[p.a] || gen[p.b] != before_gen[p.b]) {
+                pair_list_push(begun, p.a, p.b);
+                pair_list_push(ended, p.a, p.b);
+            }
+            i++;
+            j++;
+        }
+    }
+}
+
+/* A world that reports pair events, with the given share of objects allowed to rest. */
+static inline broadphase_world *make_world_events(int dims, broadphase_method method,
+                                                  broadphase_update_policy update, int threads,
+                                                  float looseness, float rest_share) {
+    broadphase_config c = test_config(dims, method, update, threads, looseness);
+    c.pair_events = true;
+    c.rest_share = rest_share;
+    return make_world_from(&c);
+}
+
 /* The tree's levels against its statistics, right after a step: one root, sums over the levels
  * equal the totals, every level above the deepest has an inner node, a node has at most
  * `branching` children (2 for the kd-tree, 4 or 8 for the octree; 0 for brute force, which has

@@ -1,23 +1,52 @@
-/* A tiny test framework: TEST(name) defines a test, CHECK* record failures with file and line,
- * TEST_MAIN runs the test named on the command line (or all of them). ctest registers every
- * TEST(name) found at the start of a line as its own test. Failures print the context set with
- * TEST_CONTEXT (scene, seed, method...) so that they can be reproduced. */
+/* A tiny test framework: TEST(name) defines a test and registers it (a constructor function
+ * per test, run before main, links it into the registry), CHECK* record failures with file and
+ * line, TEST_MAIN() runs the test named on the command line, or all of them in source order;
+ * `--list` prints their names, one a line, which is how ctest learns them (every test is its own
+ * ctest test; see tests/list_tests.cmake). Failures print the context set with TEST_CONTEXT
+ * (scene, seed, method...) so that they can be reproduced. */
 #pragma once
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if !defined(__GNUC__) && !defined(__clang__)
+#error "tests/test.h registers tests with __attribute__((constructor)) (GCC or clang)"
+#endif
+
 typedef void test_fn(void);
 typedef struct test_case {
     const char *name;
     test_fn *fn;
+    const char *file;
+    int line;
+    struct test_case *next;
 } test_case;
 
 extern int test_failures;
 extern char test_context[512];
+extern test_case *test_registry; /* every TEST, ordered by (file, line) */
 
-#define TEST(name) static void test_##name(void)
+/* Links c into the registry at its place by (file, line), whatever order the constructors run
+ * in, so that the tests run (and are listed) in the order of the source. */
+static inline void test_register(test_case *c) {
+    test_case **at = &test_registry;
+    while (*at) {
+        int f = strcmp((*at)->file, c->file);
+        if (f > 0 || (f == 0 && (*at)->line > c->line)) break;
+        at = &(*at)->next;
+    }
+    c->next = *at;
+    *at = c;
+}
+
+#define TEST(name)                                                                                 \
+    static void test_##name(void);                                                                 \
+    static test_case name##_test_case = {#name, test_##name, __FILE__, __LINE__, NULL};            \
+    __attribute__((constructor)) static void name##_test_register(void) {                          \
+        test_register(&name##_test_case);                                                          \
+    }                                                                                              \
+    static void test_##name(void)
 
 #define TEST_CONTEXT(...) snprintf(test_context, sizeof test_context, __VA_ARGS__)
 
@@ -48,19 +77,24 @@ extern char test_context[512];
         if (test_failures != before_) return;                                                      \
     } while (0)
 
-#define TEST_MAIN(...)                                                                             \
+/* main: `test_x` runs every test, `test_x name` the one named, `test_x --list` prints the
+ * names. Exit status 0 when every test run passed, 1 when one failed, 2 when none is named so. */
+#define TEST_MAIN()                                                                                \
     int test_failures = 0;                                                                         \
     char test_context[512] = "";                                                                   \
+    test_case *test_registry = NULL;                                                               \
     int main(int argc, char **argv) {                                                              \
-        static const test_case cases[] = {__VA_ARGS__};                                            \
-        size_t n = sizeof cases / sizeof cases[0];                                                 \
+        if (argc > 1 && strcmp(argv[1], "--list") == 0) {                                          \
+            for (const test_case *c = test_registry; c; c = c->next) printf("%s\n", c->name);      \
+            return 0;                                                                              \
+        }                                                                                          \
         int ran = 0;                                                                               \
-        for (size_t i = 0; i < n; i++) {                                                           \
-            if (argc > 1 && strcmp(argv[1], cases[i].name) != 0) continue;                         \
+        for (const test_case *c = test_registry; c; c = c->next) {                                 \
+            if (argc > 1 && strcmp(argv[1], c->name) != 0) continue;                               \
             int before = test_failures;                                                            \
             test_context[0] = '\0';                                                                \
-            cases[i].fn();                                                                         \
-            printf("%s %s\n", test_failures == before ? "PASS" : "FAIL", cases[i].name);           \
+            c->fn();                                                                               \
+            printf("%s %s\n", test_failures == before ? "PASS" : "FAIL", c->name);                 \
             ran++;                                                                                 \
         }                                                                                          \
         if (ran == 0) {                                                                            \
@@ -69,6 +103,3 @@ extern char test_context[512];
         }                                                                                          \
         return test_failures ? 1 : 0;                                                              \
     }
-
-#define TEST_ENTRY(name)                                                                           \
-    { #name, test_##name }

@@ -1645,22 +1645,4 @@ TEST(quadtree_flat_search_equals_brute_force) {
     flat_search(2);
 }
 
-TEST_MAIN(TEST_ENTRY(octree_node_pool_grows), TEST_ENTRY(quadtree_node_pool_grows),
-          TEST_ENTRY(octree_memory_within_budget), TEST_ENTRY(quadtree_memory_within_budget),
-          TEST_ENTRY(octree_cell_borders_3d), TEST_ENTRY(quadtree_cell_borders_2d),
-          TEST_ENTRY(octree_slow_drift), TEST_ENTRY(quadtree_slow_drift),
-          TEST_ENTRY(octree_objects_larger_than_root),
-          TEST_ENTRY(quadtree_objects_larger_than_root), TEST_ENTRY(octree_root_grows_outward),
-          TEST_ENTRY(octree_root_grows_drifting), TEST_ENTRY(quadtree_root_grows_outward),
-          TEST_ENTRY(quadtree_root_grows_drifting), TEST_ENTRY(octree_huge_coordinates),
-          TEST_ENTRY(octree_huge_and_small_coordinates), TEST_ENTRY(quadtree_huge_coordinates),
-          TEST_ENTRY(quadtree_huge_and_small_coordinates),
-          TEST_ENTRY(octree_2000_identical_objects), TEST_ENTRY(quadtree_2000_identical_objects),
-          TEST_ENTRY(octree_conveyor_steady_state), TEST_ENTRY(quadtree_conveyor_steady_state),
-          TEST_ENTRY(octree_random_deletes_until_empty),
-          TEST_ENTRY(quadtree_random_deletes_until_empty), TEST_ENTRY(octree_inspection_levels),
-          TEST_ENTRY(quadtree_inspection_levels), TEST_ENTRY(octree_depth_limits),
-          TEST_ENTRY(octree_flat_search_equals_brute_force),
-          TEST_ENTRY(quadtree_flat_search_equals_brute_force), TEST_ENTRY(quadtree_depth_limits),
-          TEST_ENTRY(octree_tuning_extremes_moving), TEST_ENTRY(quadtree_tuning_extremes_moving),
-          TEST_ENTRY(octree_bad_config))
+TEST_MAIN()

@@ -447,7 +447,4 @@ TEST(names) {
     CHECK(!peer_available(PEER_ENGINE_COUNT));
 }
 
-TEST_MAIN(TEST_ENTRY(bullet_dbvt), TEST_ENTRY(bullet_sap), TEST_ENTRY(cgal), TEST_ENTRY(fcl),
-          TEST_ENTRY(box2d), TEST_ENTRY(bounds_too_small), TEST_ENTRY(tiny_counts),
-          TEST_ENTRY(queries_bullet_dbvt), TEST_ENTRY(queries_bullet_sap), TEST_ENTRY(queries_fcl),
-          TEST_ENTRY(queries_box2d), TEST_ENTRY(queries_offered), TEST_ENTRY(names))
+TEST_MAIN()

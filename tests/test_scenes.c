@@ -364,10 +364,4 @@ TEST(still_worlds_move_only_their_movers) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(splitmix64_reference), TEST_ENTRY(uniform_in_unit_interval),
-          TEST_ENTRY(names_round_trip), TEST_ENTRY(same_seed_same_scene),
-          TEST_ENTRY(every_object_valid), TEST_ENTRY(shapes_and_extents),
-          TEST_ENTRY(uniform_densities), TEST_ENTRY(moving_starts_as_static_twin),
-          TEST_ENTRY(moving_stays_inside), TEST_ENTRY(static_scenes_do_not_move),
-          TEST_ENTRY(mixed_large_objects), TEST_ENTRY(world_round_trip),
-          TEST_ENTRY(still_worlds_move_only_their_movers))
+TEST_MAIN()

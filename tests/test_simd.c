@@ -1575,15 +1575,4 @@ TEST(pair_predicates) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(dispatch_levels), TEST_ENTRY(box_vs_boxes_random),
-          TEST_ENTRY(box_vs_boxes_edges), TEST_ENTRY(boxes_pairs_random),
-          TEST_ENTRY(boxes_cross_random), TEST_ENTRY(blocks_vs_boxes_random),
-          TEST_ENTRY(boxes_bounds_random), TEST_ENTRY(first_invalid_random),
-          TEST_ENTRY(stream_floats_random), TEST_ENTRY(boxes_select_random),
-          TEST_ENTRY(sphere_vs_spheres_random), TEST_ENTRY(sphere_vs_boxes_random),
-          TEST_ENTRY(box_vs_spheres_random), TEST_ENTRY(sphere_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_boxes_near_boundary), TEST_ENTRY(box_vs_spheres_near_boundary),
-          TEST_ENTRY(sphere_vs_spheres_edges), TEST_ENTRY(sphere_box_edges),
-          TEST_ENTRY(sphere_box_sentinel), TEST_ENTRY(pair_predicates),
-          TEST_ENTRY(ray_vs_boxes_random), TEST_ENTRY(ray_vs_boxes_near_boundary),
-          TEST_ENTRY(point_vs_boxes_random))
+TEST_MAIN()

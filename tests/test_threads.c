@@ -671,14 +671,4 @@ TEST(radix_sort_pairs_large) {
     }
 }
 
-TEST_MAIN(TEST_ENTRY(for_chunks_visits_each_chunk_once),
-          TEST_ENTRY(for_ranges_covers_range_exactly),
-          TEST_ENTRY(chunk_size_gives_each_worker_chunks),
-          TEST_ENTRY(for_chunks_nested_runs_on_caller), TEST_ENTRY(worker_index_and_resolve),
-          TEST_ENTRY(tasks_recursive_sum_matches_serial),
-          TEST_ENTRY(tasks_spawned_in_bulk_from_one_thread),
-          TEST_ENTRY(scratch_slots_distinct_aligned_and_kept_on_growth),
-          TEST_ENTRY(scratch_stops_allocating_in_steady_state),
-          TEST_ENTRY(exclusive_scan_matches_serial), TEST_ENTRY(radix_sort_matches_qsort),
-          TEST_ENTRY(radix_sort_identical_across_workers),
-          TEST_ENTRY(radix_sort_pairs_stable_matches_reference), TEST_ENTRY(radix_sort_pairs_large))
+TEST_MAIN()
