@@ -101,7 +101,7 @@ static void destroy(broadphase_world *w, void *state) {
 }
 
 /* No structure: no figures, no levels, and the queries test every object. */
-const method brute_force_method = {
+const method_table brute_force_method = {
     .id = BROADPHASE_METHOD_BRUTE_FORCE,
     .name = "brute_force",
     .leaf_size = 8,

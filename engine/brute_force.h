@@ -4,4 +4,4 @@
 
 #include "method.h"
 
-extern const method brute_force_method;
+extern const method_table brute_force_method;

@@ -85,7 +85,7 @@ broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_n
     if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE)) return BROADPHASE_ERROR_BUSY;
     if (!w->last_step_ok) return BROADPHASE_OK;
     query_view v;
-    const method *m = w->method;
+    const method_table *m = w->method;
     bool tree = m->query_view && w->method_state && m->query_view(w->method_state, &v);
     if (tree && !visit_view(w, &v, BROADPHASE_STRUCTURE_TREE, visit, user)) return BROADPHASE_OK;
     if (w->static_count > 0 && field_query_view(&w->statics.pyramid, QUERY_MEMBER_TREE, &v) &&

@@ -118,7 +118,6 @@ static void fill_stats(const void *state, broadphase_stats *s) {
     s->leaves = t->leaves;
     s->depth = t->depth;
     s->objects_in_internal_nodes = t->internal_objects;
-    tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
 }
 
 static size_t fill_levels(const void *state, broadphase_level *levels, size_t capacity) {
@@ -208,7 +207,7 @@ static bool query_view_of(const void *state, query_view *out) {
     return true;
 }
 
-const method kdtree_method = {
+const method_table kdtree_method = {
     .id = BROADPHASE_METHOD_KDTREE,
     .name = "kdtree",
     .leaf_size = 8,

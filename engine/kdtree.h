@@ -5,4 +5,4 @@
 
 #include "method.h"
 
-extern const method kdtree_method;
+extern const method_table kdtree_method;

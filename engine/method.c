@@ -5,20 +5,20 @@
 #include "kdtree.h"
 #include "octree.h"
 
-static const method *const methods[] = {&kdtree_method, &octree_method, &brute_force_method};
+static const method_table *const methods[] = {&kdtree_method, &octree_method, &brute_force_method};
 
 enum { METHOD_COUNT = sizeof methods / sizeof methods[0] };
 
-const method *method_for(broadphase_method id) {
+const method_table *method_for(broadphase_method id) {
     for (size_t i = 0; i < METHOD_COUNT; i++)
         if (methods[i]->id == id) return methods[i];
     return NULL;
 }
 
-size_t method_count(void) {
+size_t methods_count(void) {
     return METHOD_COUNT;
 }
 
-const method *method_at(size_t i) {
+const method_table *methods_at(size_t i) {
     return i < METHOD_COUNT ? methods[i] : NULL;
 }

@@ -32,7 +32,7 @@ typedef struct method_search {
     float quality; /* broadphase_stats.quality: the structure's pair-test cost per object */
 } method_search;
 
-typedef struct method {
+typedef struct method_table {
     broadphase_method id;
     const char *name;
     uint32_t leaf_size; /* broadphase_config.leaf_size when it is 0 */
@@ -54,10 +54,10 @@ typedef struct method {
     bool (*query_view)(const void *state, query_view *out);
     /* Frees the state (NULL is fine). */
     void (*destroy)(broadphase_world *w, void *state);
-} method;
+} method_table;
 
 /* The method with this id; NULL for an id that names none. */
-const method *method_for(broadphase_method id);
-/* Every method, for the conformance tests: method_at(0 .. method_count()). */
-size_t method_count(void);
-const method *method_at(size_t i);
+const method_table *method_for(broadphase_method id);
+/* Every method, for the conformance tests: methods_at(0 .. methods_count()). */
+size_t methods_count(void);
+const method_table *methods_at(size_t i);

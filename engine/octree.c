@@ -186,7 +186,6 @@ static void fill_stats(const void *state, broadphase_stats *s) {
     s->root_growths = t->growths;
     s->flat_searches = t->flat_searches;
     s->flat_builds = t->flat_builds;
-    tree_workers_account(&t->workers, &s->bytes_in_use, &s->allocations);
 }
 
 static void count_levels(const octree *t, uint32_t n, broadphase_level *levels, size_t capacity) {
@@ -303,7 +302,7 @@ static bool query_view_of(const void *state, query_view *out) {
     return true;
 }
 
-const method octree_method = {
+const method_table octree_method = {
     .id = BROADPHASE_METHOD_OCTREE,
     .name = "octree",
     .leaf_size = 64,

@@ -7,4 +7,4 @@
 
 #include "method.h"
 
-extern const method octree_method;
+extern const method_table octree_method;

@@ -32,7 +32,7 @@ static broadphase_status find_pairs(broadphase_world *w, const method_search *pl
 
 /* The phases up to the events; the status of the first that fails. */
 static broadphase_status run_phases(broadphase_world *w) {
-    const method *m = w->method;
+    const method_table *m = w->method;
     /* 1. The fields: the methods that use them search the statics' and the resting objects'
      * fields beside their own structure, so those are brought up to date first. */
     if (m->uses_fields && (!statics_update(w) || !rest_update(w)))

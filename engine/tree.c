@@ -80,6 +80,15 @@ void tree_slots_release(broadphase_world *w, tree_slots *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* A worker's list block (seven columns) and hit block (four), for `cap` entries. */
+static size_t list_bytes(size_t cap) {
+    return (cap + SIMD_PAD + 15) / 16 * 16 * 7 * sizeof(float);
+}
+
+static size_t hit_bytes(size_t cap) {
+    return (cap + SIMD_PAD + 15) / 16 * 16 * 4 * sizeof(uint32_t);
+}
+
 bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool exact) {
     if (list_need > k->list_capacity) {
         size_t cap = exact ? 0 : k->list_capacity * 2;
@@ -87,25 +96,20 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
         if (cap < 256) cap = 256;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
         size_t bytes = stride * 7 * sizeof(float);
-        float *block = aligned_alloc(64, bytes);
+        float *block = heap_alloc(k->heap, bytes);
         if (!block) return false;
         for (int c = 0; c < 7; c++) {
             float *col = block + stride * (size_t)c;
             const float *old = c < 3 ? k->lmin[c] : c < 6 ? k->lmax[c - 3] : (float *)k->lid;
             if (old) memcpy(col, old, k->list_capacity * sizeof(float));
         }
-        if (k->lmin[0]) {
-            free(k->lmin[0]);
-            k->bytes -= ((k->list_capacity + SIMD_PAD + 15) / 16 * 16) * 7 * sizeof(float);
-        }
+        heap_free(k->heap, k->lmin[0], list_bytes(k->list_capacity));
         for (int c = 0; c < 3; c++) {
             k->lmin[c] = block + stride * (size_t)c;
             k->lmax[c] = block + stride * (size_t)(3 + c);
         }
         k->lid = (uint32_t *)(block + stride * 6);
         k->list_capacity = cap;
-        k->allocations++;
-        k->bytes += bytes;
     }
     if (hit_need > k->hit_capacity) {
         size_t cap = exact ? 0 : k->hit_capacity * 2;
@@ -116,19 +120,14 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
         size_t least = (size_t)SIMD_CROSS_MAX * SIMD_CROSS_MAX + SIMD_PAD + 1;
         if (cap < least) cap = least;
         size_t stride = (cap + SIMD_PAD + 15) / 16 * 16;
-        uint32_t *block = aligned_alloc(64, stride * 4 * sizeof(uint32_t));
+        uint32_t *block = heap_alloc(k->heap, stride * 4 * sizeof(uint32_t));
         if (!block) return false;
-        if (k->hits) {
-            free(k->hits);
-            k->bytes -= ((k->hit_capacity + SIMD_PAD + 15) / 16 * 16) * 4 * sizeof(uint32_t);
-        }
+        heap_free(k->heap, k->hits, hit_bytes(k->hit_capacity));
         k->hits = block;
         k->rows = block + stride;
         k->ids = block + 2 * stride;
         k->scratch = block + 3 * stride;
         k->hit_capacity = cap;
-        k->allocations++;
-        k->bytes += stride * 4 * sizeof(uint32_t);
     }
     return true;
 }
@@ -147,6 +146,7 @@ bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
         if (ws->at[i].list_capacity > list_need) list_need = ws->at[i].list_capacity;
         if (ws->at[i].hit_capacity > hit_need) hit_need = ws->at[i].hit_capacity;
     }
+    for (int i = 0; i < ws->count; i++) ws->at[i].heap = &w->heap;
     for (int i = 0; i < w->workers; i++)
         if (!tree_worker_reserve(&ws->at[i], list_need, hit_need, true)) return false;
     return true;
@@ -154,19 +154,12 @@ bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
 
 void tree_workers_release(broadphase_world *w, tree_workers *ws) {
     for (int i = 0; i < ws->count; i++) {
-        free(ws->at[i].lmin[0]);
-        free(ws->at[i].hits);
+        heap_free(&w->heap, ws->at[i].lmin[0], list_bytes(ws->at[i].list_capacity));
+        heap_free(&w->heap, ws->at[i].hits, hit_bytes(ws->at[i].hit_capacity));
     }
     heap_free(&w->heap, ws->at, (size_t)ws->count * sizeof(tree_worker));
     ws->at = NULL;
     ws->count = 0;
-}
-
-void tree_workers_account(const tree_workers *ws, size_t *bytes, uint64_t *allocations) {
-    for (int i = 0; i < ws->count; i++) {
-        *bytes += ws->at[i].bytes;
-        *allocations += ws->at[i].allocations;
-    }
 }
 
 void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,

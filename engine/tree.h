@@ -96,7 +96,7 @@ static inline void tree_slots_prefetch(const tree_slots *s, uint32_t begin, uint
 }
 
 /* Per-worker search memory: the parent-to-child list (SoA) and hit buffers. Grown inside the
- * parallel search by its owner, so the accounting is per worker. */
+ * parallel search by its owner, through the world's heap (whose counters are atomic). */
 typedef struct tree_worker {
     _Alignas(64) float *lmin[3];
     float *lmax[3];
@@ -104,8 +104,7 @@ typedef struct tree_worker {
     size_t list_capacity;
     uint32_t *hits, *rows, *ids, *scratch; /* rows: the row of each hit of a pair kernel */
     size_t hit_capacity;
-    uint64_t allocations;
-    size_t bytes;
+    heap *heap; /* the world's (set by tree_workers_ready) */
     bool failed;
 } tree_worker;
 
@@ -132,8 +131,6 @@ typedef struct tree_workers {
  * allocate). False on out of memory. */
 bool tree_workers_ready(broadphase_world *w, tree_workers *ws);
 void tree_workers_release(broadphase_world *w, tree_workers *ws);
-/* Bytes held and allocations made by the workers, added to the statistics. */
-void tree_workers_account(const tree_workers *ws, size_t *bytes, uint64_t *allocations);
 
 /* Emits the pairs between object qid and the candidates at hit positions k->hits[0..h) (mapped
  * to ids by pos_to_id), after the exact test. */

@@ -75,7 +75,7 @@ struct broadphase_world {
     pairs_state pairs;
     events_state events;         /* config.pair_events only */
     threads_scratch scratch;     /* per-worker working memory of the methods */
-    const struct method *method; /* config.method's table (method.h) */
+    const struct method_table *method; /* config.method's table (method.h) */
     void *method_state;
 
     broadphase_stats stats;

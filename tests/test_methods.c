@@ -4,6 +4,7 @@
  * and collision filters give the pairs of the naive reference; pair events are the difference of
  * consecutive pair sets; the queries equal the reference over the objects; the levels add up to
  * the statistics. A new method is tested by adding its row to METHODS. */
+#include "method.h"
 #include "query_oracle.h"
 
 #include <float.h>
@@ -22,6 +23,24 @@ static const method_row METHODS[] = {
     {BROADPHASE_METHOD_BRUTE_FORCE, "brute_force"},
 };
 enum { METHOD_COUNT = sizeof METHODS / sizeof METHODS[0] };
+
+/* The table covers the engine's registry (engine/method.c), both ways: a method added there
+ * without its row here fails, and so does a row for a method the engine does not have. */
+TEST(table_covers_every_method) {
+    CHECK_EQ_INT(methods_count(), METHOD_COUNT);
+    for (size_t i = 0; i < methods_count(); i++) {
+        const method_table *m = methods_at(i);
+        TEST_CONTEXT("registered method %s", m->name);
+        bool found = false;
+        for (size_t r = 0; r < METHOD_COUNT; r++)
+            found |= METHODS[r].method == m->id && strcmp(METHODS[r].name, m->name) == 0;
+        CHECK(found);
+    }
+    for (size_t r = 0; r < METHOD_COUNT; r++) {
+        TEST_CONTEXT("row %s", METHODS[r].name);
+        CHECK(method_for(METHODS[r].method) != NULL);
+    }
+}
 
 /* The settings a row runs the small behaviours under: each update policy, 1 to 8 threads, the
  * default looseness and the strict one (read by the octree alone). Brute force ignores the
