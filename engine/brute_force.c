@@ -33,15 +33,16 @@ static void brute_job(size_t job, int worker, void *p) {
     int dims = w->config.dimensions;
     size_t end = (job + 1) * ROWS_PER_JOB < n ? (job + 1) * ROWS_PER_JOB : n;
     for (size_t i = job * ROWS_PER_JOB; i < end; i++) {
-        if (w->kind[i] == OBJECT_FREE) continue;
-        const world_box *q = &w->box[i];
+        if (w->store.kind[i] == OBJECT_FREE) continue;
+        const world_box *q = &w->store.box[i];
         size_t h = simd_box_vs_boxes(q->lo, q->hi, &ctx->boxes, i + 1, n, dims, hits);
         h = store_exact_filter(w, (uint32_t)i, hits, h, hits, scratch);
-        if (w->static_count > 0 && w->is_static[i]) { /* static-static pairs are not reported */
+        if (w->store.static_count > 0 &&
+            w->store.is_static[i]) { /* static-static pairs are not reported */
             size_t kept = 0;
             for (size_t k = 0; k < h; k++) {
                 hits[kept] = hits[k];
-                kept += !w->is_static[hits[k]];
+                kept += !w->store.is_static[hits[k]];
             }
             h = kept;
         }
@@ -51,16 +52,16 @@ static void brute_job(size_t job, int worker, void *p) {
 
 /* The boxes as six columns by id with SIMD_PAD sentinels after the last, for the kernels. */
 static bool flatten(broadphase_world *w, brute_ctx *c, simd_boxes *out) {
-    size_t stride = w->id_end + SIMD_PAD;
+    size_t stride = w->store.id_end + SIMD_PAD;
     if (!heap_grow(&w->heap, (void **)&c->flat, &c->flat_capacity, 6 * stride, sizeof(float), 0))
         return false;
     for (int k = 0; k < 3; k++) {
         float *lo = c->flat + (size_t)k * stride, *hi = c->flat + (size_t)(3 + k) * stride;
-        for (size_t i = 0; i < w->id_end; i++) {
-            lo[i] = w->box[i].lo[k];
-            hi[i] = w->box[i].hi[k];
+        for (size_t i = 0; i < w->store.id_end; i++) {
+            lo[i] = w->store.box[i].lo[k];
+            hi[i] = w->store.box[i].hi[k];
         }
-        for (size_t i = w->id_end; i < stride; i++) {
+        for (size_t i = w->store.id_end; i < stride; i++) {
             lo[i] = INFINITY;
             hi[i] = -INFINITY;
         }
@@ -79,7 +80,7 @@ static broadphase_status update(broadphase_world *w, void **state) {
     }
     brute_ctx *c = *state;
     c->w = w;
-    c->n = w->id_end;
+    c->n = w->store.id_end;
     return flatten(w, c, &c->boxes) ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
 }
 

@@ -88,7 +88,7 @@ broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_n
     const method_table *m = w->method;
     bool tree = m->query_view && w->method_state && m->query_view(w->method_state, &v);
     if (tree && !visit_view(w, &v, BROADPHASE_STRUCTURE_TREE, visit, user)) return BROADPHASE_OK;
-    if (w->static_count > 0 && field_query_view(&w->statics.pyramid, QUERY_MEMBER_TREE, &v) &&
+    if (w->store.static_count > 0 && field_query_view(&w->statics.pyramid, QUERY_MEMBER_TREE, &v) &&
         !visit_view(w, &v, BROADPHASE_STRUCTURE_STATIC, visit, user))
         return BROADPHASE_OK;
     if (w->rest.count > 0 && field_query_view(&w->rest.field.pyramid, QUERY_MEMBER_REST, &v))

@@ -65,7 +65,7 @@ static void validate(const broadphase_world *w, const kdtree *t) {
                 TREE_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
             TREE_CHECK(world_tree_member(w, id));
             for (int k = 0; k < dims; k++)
-                TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
+                TREE_CHECK(mn[k] == w->store.box[id].lo[k] && mx[k] == w->store.box[id].hi[k]);
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)

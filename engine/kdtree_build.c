@@ -14,7 +14,7 @@ static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
     kd_pass_ctx *c = p;
     size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
-    if (end > c->w->id_end) end = c->w->id_end;
+    if (end > c->w->store.id_end) end = c->w->store.id_end;
     size_t live = 0;
     for (size_t i = begin; i < end; i++) live += world_tree_member(c->w, i);
     c->t->chunk_count[chunk] = live;
@@ -25,13 +25,13 @@ static void write_records(size_t chunk, int worker, void *p) {
     kd_pass_ctx *c = p;
     const broadphase_world *w = c->w;
     size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
-    if (end > w->id_end) end = w->id_end;
+    if (end > w->store.id_end) end = w->store.id_end;
     kd_record *r = c->t->records + c->t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
         if (!world_tree_member(w, i)) continue;
         for (int k = 0; k < 3; k++) {
-            r->min[k] = w->box[i].lo[k];
-            r->max[k] = w->box[i].hi[k];
+            r->min[k] = w->store.box[i].lo[k];
+            r->max[k] = w->store.box[i].hi[k];
         }
         r->id = (uint32_t)i;
         r->pad = 0;
@@ -121,6 +121,56 @@ static void finish_own(kd_node *n, kd_record *rec, uint32_t begin, uint32_t end,
     n->reach = nextafterf(reach, INFINITY); /* never below the exact largest extent */
 }
 
+/* The split of records [begin, end): the longest side of their centres' bounds, at its
+ * midpoint. False when every centre is the same (nothing separates them). */
+static bool choose_split(const kd_record *rec, uint32_t begin, uint32_t end, int dims,
+                         int *axis_out, float *plane_out) {
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (uint32_t i = begin; i < end; i++) {
+        for (int k = 0; k < dims; k++) {
+            float c = rec[i].min[k] * 0.5f + rec[i].max[k] * 0.5f;
+            lo[k] = c < lo[k] ? c : lo[k];
+            hi[k] = c > hi[k] ? c : hi[k];
+        }
+    }
+    int axis = 0;
+    float extent = hi[0] - lo[0];
+    for (int k = 1; k < dims; k++) {
+        if (hi[k] - lo[k] > extent) {
+            extent = hi[k] - lo[k];
+            axis = k;
+        }
+    }
+    if (!(extent > 0.0f)) return false;
+    *axis_out = axis;
+    *plane_out = lo[axis] * 0.5f + hi[axis] * 0.5f;
+    return true;
+}
+
+/* Three-way partition of records [begin, end) by the plane: the straddlers (kept in the node)
+ * in [begin, *own_end), then the left side (max < plane) up to *right, then the right side. */
+static void partition(kd_record *rec, uint32_t begin, uint32_t end, int axis, float plane,
+                      uint32_t *own_end_out, uint32_t *right_out) {
+    uint32_t own_end = begin, mid = begin, right = end;
+    while (mid < right) {
+        kd_record r = rec[mid];
+        if (r.max[axis] < plane) {
+            mid++;
+        } else if (r.min[axis] > plane) {
+            right--;
+            rec[mid] = rec[right];
+            rec[right] = r;
+        } else {
+            rec[mid] = rec[own_end];
+            rec[own_end] = r;
+            own_end++;
+            mid++;
+        }
+    }
+    *own_end_out = own_end;
+    *right_out = right;
+}
+
 static void build_node(void *p, int worker) {
     (void)worker;
     build_task *task = p;
@@ -138,46 +188,14 @@ static void build_node(void *p, int worker) {
         finish_own(n, rec, begin, end, b->dims, -1);
         return;
     }
-
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (uint32_t i = begin; i < end; i++) {
-        for (int k = 0; k < b->dims; k++) {
-            float c = rec[i].min[k] * 0.5f + rec[i].max[k] * 0.5f;
-            lo[k] = c < lo[k] ? c : lo[k];
-            hi[k] = c > hi[k] ? c : hi[k];
-        }
-    }
-    int axis = 0;
-    float extent = hi[0] - lo[0];
-    for (int k = 1; k < b->dims; k++) {
-        if (hi[k] - lo[k] > extent) {
-            extent = hi[k] - lo[k];
-            axis = k;
-        }
-    }
-    if (!(extent > 0.0f)) { /* every centre the same: nothing separates them */
+    int axis;
+    float plane;
+    if (!choose_split(rec, begin, end, b->dims, &axis, &plane)) {
         finish_own(n, rec, begin, end, b->dims, -1);
         return;
     }
-    float plane = lo[axis] * 0.5f + hi[axis] * 0.5f;
-
-    /* Three-way partition: straddlers (kept here), then left (max < plane), then right. */
-    uint32_t own_end = begin, mid = begin, right = end;
-    while (mid < right) {
-        kd_record r = rec[mid];
-        if (r.max[axis] < plane) {
-            mid++;
-        } else if (r.min[axis] > plane) {
-            right--;
-            rec[mid] = rec[right];
-            rec[right] = r;
-        } else {
-            rec[mid] = rec[own_end];
-            rec[own_end] = r;
-            own_end++;
-            mid++;
-        }
-    }
+    uint32_t own_end, right;
+    partition(rec, begin, end, axis, plane, &own_end, &right);
     if (own_end == end) { /* everything straddles: stays a leaf */
         finish_own(n, rec, begin, end, b->dims, -1);
         return;
@@ -365,8 +383,8 @@ static void root_init(kd_node *root) {
 }
 
 broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
-    t->slot_chunk = kd_slot_chunk_size(w->id_end, w->workers);
-    size_t chunks = threads_chunk_count(w->id_end, t->slot_chunk);
+    t->slot_chunk = kd_slot_chunk_size(w->store.id_end, w->workers);
+    size_t chunks = threads_chunk_count(w->store.id_end, t->slot_chunk);
     if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                    sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,

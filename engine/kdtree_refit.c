@@ -381,8 +381,8 @@ broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
         if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->box[id].lo[k];
-            mx[k] = w->box[id].hi[k];
+            mn[k] = w->store.box[id].lo[k];
+            mx[k] = w->store.box[id].hi[k];
         }
         uint32_t d = rehome(t->nodes, 0, mn, mx, dims);
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */

@@ -189,7 +189,7 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
         notes->chunk = b.chunk;
         notes->chunks = chunks;
     }
-    w->sphere_count = (size_t)((long)w->sphere_count + delta);
+    w->store.sphere_count = (size_t)((long)w->store.sphere_count + delta);
     return BROADPHASE_OK;
 }
 
@@ -213,7 +213,7 @@ static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *id
     bool up = true;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
-        if (id >= w->id_end || w->kind[id] == OBJECT_FREE) {
+        if (id >= w->store.id_end || w->store.kind[id] == OBJECT_FREE) {
             *bad = i;
             *rising = false;
             return BROADPHASE_ERROR_UNKNOWN_ID;
@@ -229,13 +229,13 @@ static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *id
  * appears twice. */
 static void stamp_range(broadphase_world *w, const uint32_t *ids, size_t begin, size_t end) {
     for (size_t i = begin; i < end; i++)
-        __atomic_store_n(&w->stamp[ids[i]], (uint32_t)i, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->store.stamp[ids[i]], (uint32_t)i, __ATOMIC_RELAXED);
 }
 
 static broadphase_status check_repeats_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                              size_t end, size_t *bad) {
     for (size_t i = begin; i < end; i++) {
-        if (__atomic_load_n(&w->stamp[ids[i]], __ATOMIC_RELAXED) != (uint32_t)i) {
+        if (__atomic_load_n(&w->store.stamp[ids[i]], __ATOMIC_RELAXED) != (uint32_t)i) {
             *bad = SIZE_MAX; /* not necessarily the first: check_ids finds that one */
             return BROADPHASE_ERROR_INVALID_ARGUMENT;
         }
@@ -259,18 +259,18 @@ static broadphase_status check_ids(broadphase_world *w, size_t count, const uint
           batch_run(w, CHECK_REPEATS, NULL, ids, count, bad, NULL, NULL) == BROADPHASE_OK)))
         return BROADPHASE_OK;
     for (size_t i = 0; i < count; i++)
-        if (ids[i] < w->id_end) w->stamp[ids[i]] = UINT32_MAX;
+        if (ids[i] < w->store.id_end) w->store.stamp[ids[i]] = UINT32_MAX;
     for (size_t i = 0; i < count; i++) {
         uint32_t id = ids[i];
-        if (id >= w->id_end || w->kind[id] == OBJECT_FREE) {
+        if (id >= w->store.id_end || w->store.kind[id] == OBJECT_FREE) {
             *bad = i;
             return BROADPHASE_ERROR_UNKNOWN_ID;
         }
-        if (w->stamp[id] != UINT32_MAX) {
+        if (w->store.stamp[id] != UINT32_MAX) {
             *bad = i;
             return BROADPHASE_ERROR_INVALID_ARGUMENT;
         }
-        w->stamp[id] = (uint32_t)i;
+        w->store.stamp[id] = (uint32_t)i;
     }
     return BROADPHASE_OK;
 }
@@ -312,14 +312,14 @@ static void sphere_extent(float c, float r, float *lo, float *hi) {
 
 /* 1 when object id, just changed, is static or at rest: note_moves looks at it after the batch. */
 static size_t notable_change(const broadphase_world *w, uint32_t id) {
-    return (size_t)((w->static_count > 0 && w->is_static[id]) ||
+    return (size_t)((w->store.static_count > 0 && w->store.is_static[id]) ||
                     (w->rest.count > 0 && w->rest.at_rest[id]));
 }
 
 /* Marks object id changed in this epoch; 1 the first time in the epoch. */
 static size_t mark_changed(broadphase_world *w, uint32_t id) {
-    if (w->changed[id] == w->epoch) return 0;
-    w->changed[id] = w->epoch;
+    if (w->store.changed[id] == w->epoch) return 0;
+    w->store.changed[id] = w->epoch;
     return 1;
 }
 
@@ -346,9 +346,10 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
     bool ahead = simd_prefetch_write_ok();
     for (size_t i = begin; i < end; i++) {
         uint32_t id = ids[i];
-        world_box *r = &w->box[id];
-        if (ahead && end - i > WRITE_AHEAD) simd_prefetch_write(&w->box[ids[i + WRITE_AHEAD]]);
-        bool same = w->kind[id] == OBJECT_BOX;
+        world_box *r = &w->store.box[id];
+        if (ahead && end - i > WRITE_AHEAD)
+            simd_prefetch_write(&w->store.box[ids[i + WRITE_AHEAD]]);
+        bool same = w->store.kind[id] == OBJECT_BOX;
         for (int k = 0; k < dims; k++) same = same && r->lo[k] == lo[k][i] && r->hi[k] == hi[k][i];
         if (!same) {
             fresh += mark_changed(w, id);
@@ -360,8 +361,8 @@ static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const br
         }
         /* A box's centre and radius are never read (the exact test reads them for spheres
          * only), so they are left as they are. */
-        delta -= w->kind[id] == OBJECT_SPHERE;
-        w->kind[id] = OBJECT_BOX;
+        delta -= w->store.kind[id] == OBJECT_SPHERE;
+        w->store.kind[id] = OBJECT_BOX;
     }
     *changed = fresh;
     *notable = marked;
@@ -382,31 +383,31 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
         float r = s->radius[i];
         if (ahead && end - i > WRITE_AHEAD) {
             uint32_t next = ids[i + WRITE_AHEAD];
-            simd_prefetch_write(&w->box[next]);
-            for (int k = 0; k < dims; k++) simd_prefetch_write(&w->center[k][next]);
-            simd_prefetch_write(&w->radius[next]);
+            simd_prefetch_write(&w->store.box[next]);
+            for (int k = 0; k < dims; k++) simd_prefetch_write(&w->store.center[k][next]);
+            simd_prefetch_write(&w->store.radius[next]);
         }
-        bool same = w->kind[id] == OBJECT_SPHERE && w->radius[id] == r;
-        for (int k = 0; k < dims; k++) same = same && w->center[k][id] == c[k][i];
+        bool same = w->store.kind[id] == OBJECT_SPHERE && w->store.radius[id] == r;
+        for (int k = 0; k < dims; k++) same = same && w->store.center[k][id] == c[k][i];
         if (!same) {
             fresh += mark_changed(w, id);
             marked += notable_change(w, id);
         }
         for (int k = 0; k < 3; k++) {
             float ck = k < dims ? c[k][i] : 0.0f;
-            w->center[k][id] = ck;
+            w->store.center[k][id] = ck;
             if (k < dims) {
-                sphere_extent(ck, r, &w->box[id].lo[k], &w->box[id].hi[k]);
-                past |= (w->box[id].lo[k] == -FLT_MAX) | (w->box[id].hi[k] == FLT_MAX);
+                sphere_extent(ck, r, &w->store.box[id].lo[k], &w->store.box[id].hi[k]);
+                past |= (w->store.box[id].lo[k] == -FLT_MAX) | (w->store.box[id].hi[k] == FLT_MAX);
             } else {
-                w->box[id].lo[k] = w->box[id].hi[k] = 0.0f;
+                w->store.box[id].lo[k] = w->store.box[id].hi[k] = 0.0f;
             }
         }
-        w->radius[id] = r;
-        delta += w->kind[id] != OBJECT_SPHERE;
-        w->kind[id] = OBJECT_SPHERE;
+        w->store.radius[id] = r;
+        delta += w->store.kind[id] != OBJECT_SPHERE;
+        w->store.kind[id] = OBJECT_SPHERE;
     }
-    if (past) __atomic_store_n(&w->spheres_past_floats, true, __ATOMIC_RELAXED);
+    if (past) __atomic_store_n(&w->store.spheres_past_floats, true, __ATOMIC_RELAXED);
     *changed = fresh;
     *notable = marked;
     return delta;
@@ -436,41 +437,44 @@ static void leave_rest(broadphase_world *w, uint32_t id, bool to_tree) {
 static void wake_changed(broadphase_world *w, size_t count, const uint32_t *ids) {
     if (w->rest.count == 0) return;
     for (size_t i = 0; i < count; i++)
-        if (w->rest.at_rest[ids[i]] && w->changed[ids[i]] == w->epoch) leave_rest(w, ids[i], true);
+        if (w->rest.at_rest[ids[i]] && w->store.changed[ids[i]] == w->epoch)
+            leave_rest(w, ids[i], true);
 }
 
 /* Reserves everything an add of `count` objects needs, then hands out the ids. */
 static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *ids_out) {
-    size_t reuse = count < w->free_count ? count : w->free_count;
+    size_t reuse = count < w->store.free_count ? count : w->store.free_count;
     size_t fresh = count - reuse;
-    if (fresh > (size_t)(WORLD_NONE - 1) - w->id_end) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (!store_reserve(w, w->id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->filter_category && !store_filter_reserve(w, w->id_end + fresh))
+    if (fresh > (size_t)(WORLD_NONE - 1) - w->store.id_end)
+        return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!store_reserve(w, w->store.id_end + fresh)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (w->store.filter_category && !store_filter_reserve(w, w->store.id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->is_static && !store_static_reserve(w, w->id_end + fresh))
+    if (w->store.is_static && !store_static_reserve(w, w->store.id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->rest.at_rest && !rest_reserve(w, w->id_end + fresh))
+    if (w->rest.at_rest && !rest_reserve(w, w->store.id_end + fresh))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (w->config.pair_events && !events_fresh_reserve(&w->events, &w->heap, w->id_end + fresh + 1))
+    if (w->config.pair_events &&
+        !events_fresh_reserve(&w->events, &w->heap, w->store.id_end + fresh + 1))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!heap_grow(&w->heap, (void **)&w->added, &w->added_capacity, w->added_count + count,
                    sizeof(uint32_t), w->added_count))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (reuse && !w->free_sorted) {
-        qsort(w->free_ids, w->free_count, sizeof(uint32_t), compare_desc);
-        w->free_sorted = true;
+    if (reuse && !w->store.free_sorted) {
+        qsort(w->store.free_ids, w->store.free_count, sizeof(uint32_t), compare_desc);
+        w->store.free_sorted = true;
     }
-    for (size_t i = 0; i < reuse; i++) ids_out[i] = w->free_ids[--w->free_count];
-    for (size_t i = reuse; i < count; i++) ids_out[i] = w->id_end++;
+    for (size_t i = 0; i < reuse; i++) ids_out[i] = w->store.free_ids[--w->store.free_count];
+    for (size_t i = reuse; i < count; i++) ids_out[i] = w->store.id_end++;
     memcpy(w->added + w->added_count, ids_out, count * sizeof(uint32_t));
     w->added_count += count;
-    w->live_count += count;
+    w->store.live_count += count;
     for (size_t i = 0; w->config.pair_events && i < count; i++) w->events.fresh[ids_out[i]] = 1;
-    if (w->filter_category) { /* a reused id starts with the default filter again */
+    if (w->store.filter_category) { /* a reused id starts with the default filter again */
         for (size_t i = 0; i < count; i++) {
-            w->filter_category[ids_out[i]] = store_default_filter.category;
-            w->filter_mask[ids_out[i]] = store_default_filter.mask;
-            w->filter_group[ids_out[i]] = store_default_filter.group;
+            w->store.filter_category[ids_out[i]] = store_default_filter.category;
+            w->store.filter_mask[ids_out[i]] = store_default_filter.mask;
+            w->store.filter_group[ids_out[i]] = store_default_filter.group;
         }
     }
     return BROADPHASE_OK;
@@ -525,8 +529,8 @@ static void note_moves(broadphase_world *w, size_t count, const uint32_t *ids,
         if (!notes->notable[c]) continue;
         size_t begin = c * notes->chunk,
                end = count - begin < notes->chunk ? count : begin + notes->chunk;
-        for (size_t i = begin; w->static_count > 0 && i < end; i++) {
-            if (w->is_static[ids[i]] && w->changed[ids[i]] == w->epoch) {
+        for (size_t i = begin; w->store.static_count > 0 && i < end; i++) {
+            if (w->store.is_static[ids[i]] && w->store.changed[ids[i]] == w->epoch) {
                 w->statics_dirty = w->rest.drop = true;
                 break;
             }
@@ -594,20 +598,21 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
             s = check_ids(w, count, ids, &bad);
-        if (s == BROADPHASE_OK && (!store_filter_reserve(w, w->id_end) || !wake_reserve(w, count)))
+        if (s == BROADPHASE_OK &&
+            (!store_filter_reserve(w, w->store.id_end) || !wake_reserve(w, count)))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
-                if (w->filter_category[id] == filters[i].category &&
-                    w->filter_mask[id] == filters[i].mask &&
-                    w->filter_group[id] == filters[i].group)
+                if (w->store.filter_category[id] == filters[i].category &&
+                    w->store.filter_mask[id] == filters[i].mask &&
+                    w->store.filter_group[id] == filters[i].group)
                     continue;
-                w->filter_category[id] = filters[i].category;
-                w->filter_mask[id] = filters[i].mask;
-                w->filter_group[id] = filters[i].group;
+                w->store.filter_category[id] = filters[i].category;
+                w->store.filter_mask[id] = filters[i].mask;
+                w->store.filter_group[id] = filters[i].group;
                 w->moved_count += mark_changed(w, id);
-                if (w->is_static && w->is_static[id]) w->rest.drop = true;
+                if (w->store.is_static && w->store.is_static[id]) w->rest.drop = true;
             }
             wake_changed(w, count, ids);
         }
@@ -620,13 +625,14 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
 broadphase_status broadphase_get_filter(const broadphase_world *w, uint32_t id,
                                         broadphase_filter *filter_out) {
     if (!w || !filter_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (id >= w->id_end || w->kind[id] == OBJECT_FREE) return BROADPHASE_ERROR_UNKNOWN_ID;
-    if (!w->filter_category) {
+    if (id >= w->store.id_end || w->store.kind[id] == OBJECT_FREE)
+        return BROADPHASE_ERROR_UNKNOWN_ID;
+    if (!w->store.filter_category) {
         *filter_out = store_default_filter;
         return BROADPHASE_OK;
     }
-    *filter_out =
-        (broadphase_filter){w->filter_category[id], w->filter_mask[id], w->filter_group[id]};
+    *filter_out = (broadphase_filter){w->store.filter_category[id], w->store.filter_mask[id],
+                                      w->store.filter_group[id]};
     return BROADPHASE_OK;
 }
 
@@ -638,21 +644,22 @@ broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const
     size_t bad = SIZE_MAX;
     if (count > 0) {
         s = check_id_batch(w, count, ids, &bad);
-        if (s == BROADPHASE_OK && !w->is_static && !store_static_reserve(w, w->id_end))
+        if (s == BROADPHASE_OK && !w->store.is_static && !store_static_reserve(w, w->store.id_end))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             uint8_t flag = is_static ? 1 : 0;
             size_t changed = 0;
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
-                if (w->is_static[id] == flag) continue;
+                if (w->store.is_static[id] == flag) continue;
                 changed++;
-                w->is_static[id] = flag;
+                w->store.is_static[id] = flag;
                 w->moved_count += mark_changed(w, id);
                 if (w->rest.at_rest && w->rest.at_rest[id]) leave_rest(w, id, false);
             }
             if (changed) {
-                w->static_count = is_static ? w->static_count + changed : w->static_count - changed;
+                w->store.static_count =
+                    is_static ? w->store.static_count + changed : w->store.static_count - changed;
                 /* A new static's pairs with resting objects would be found by no one. */
                 w->statics_dirty = w->trees_stale = true;
                 w->rest.drop = w->rest.drop || is_static;
@@ -666,8 +673,9 @@ broadphase_status broadphase_set_static(broadphase_world *w, size_t count, const
 
 broadphase_status broadphase_get_static(const broadphase_world *w, uint32_t id, bool *static_out) {
     if (!w || !static_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (id >= w->id_end || w->kind[id] == OBJECT_FREE) return BROADPHASE_ERROR_UNKNOWN_ID;
-    *static_out = w->is_static && w->is_static[id];
+    if (id >= w->store.id_end || w->store.kind[id] == OBJECT_FREE)
+        return BROADPHASE_ERROR_UNKNOWN_ID;
+    *static_out = w->store.is_static && w->store.is_static[id];
     return BROADPHASE_OK;
 }
 
@@ -679,25 +687,25 @@ broadphase_status broadphase_remove(broadphase_world *w, size_t count, const uin
     if (count > 0) {
         s = check_id_batch(w, count, ids, &bad);
         if (s == BROADPHASE_OK &&
-            !heap_grow(&w->heap, (void **)&w->free_ids, &w->free_capacity, w->free_count + count,
-                       sizeof(uint32_t), w->free_count))
+            !heap_grow(&w->heap, (void **)&w->store.free_ids, &w->store.free_capacity,
+                       w->store.free_count + count, sizeof(uint32_t), w->store.free_count))
             s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
             for (size_t i = 0; i < count; i++) {
                 uint32_t id = ids[i];
-                if (w->kind[id] == OBJECT_SPHERE) w->sphere_count--;
+                if (w->store.kind[id] == OBJECT_SPHERE) w->store.sphere_count--;
                 w->moved_count += mark_changed(w, id);
                 if (w->rest.at_rest && w->rest.at_rest[id]) leave_rest(w, id, false);
-                if (w->is_static && w->is_static[id]) {
-                    w->is_static[id] = 0;
-                    w->static_count--;
+                if (w->store.is_static && w->store.is_static[id]) {
+                    w->store.is_static[id] = 0;
+                    w->store.static_count--;
                     w->statics_dirty = true;
                 }
                 store_set_sentinel(w, id);
-                w->free_ids[w->free_count++] = id;
+                w->store.free_ids[w->store.free_count++] = id;
             }
-            w->free_sorted = false;
-            w->live_count -= count;
+            w->store.free_sorted = false;
+            w->store.live_count -= count;
         }
     }
     fail(w, s, bad);

@@ -105,7 +105,7 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
         TREE_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
         TREE_CHECK(world_tree_member(w, id));
         for (int k = 0; k < dims; k++) {
-            TREE_CHECK(mn[k] == w->box[id].lo[k] && mx[k] == w->box[id].hi[k]);
+            TREE_CHECK(mn[k] == w->store.box[id].lo[k] && mx[k] == w->store.box[id].hi[k]);
             TREE_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
             TREE_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
         }

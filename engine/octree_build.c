@@ -114,15 +114,15 @@ static void count_live(size_t chunk, int worker, void *p) {
     oc_ctx *c = p;
     const broadphase_world *w = c->w;
     size_t begin = chunk * c->t->id_chunk, end = begin + c->t->id_chunk;
-    if (end > w->id_end) end = w->id_end;
+    if (end > w->store.id_end) end = w->store.id_end;
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t live = 0;
     for (size_t i = begin; i < end; i++) {
         if (!world_tree_member(w, i)) continue;
         live++;
         for (int k = 0; k < 3; k++) {
-            lo[k] = w->box[i].lo[k] < lo[k] ? w->box[i].lo[k] : lo[k];
-            hi[k] = w->box[i].hi[k] > hi[k] ? w->box[i].hi[k] : hi[k];
+            lo[k] = w->store.box[i].lo[k] < lo[k] ? w->store.box[i].lo[k] : lo[k];
+            hi[k] = w->store.box[i].hi[k] > hi[k] ? w->store.box[i].hi[k] : hi[k];
         }
     }
     c->t->chunk_count[chunk] = live;
@@ -138,12 +138,12 @@ static void write_keys(size_t chunk, int worker, void *p) {
     const broadphase_world *w = c->w;
     const octree *t = c->t;
     size_t begin = chunk * t->id_chunk, end = begin + t->id_chunk;
-    if (end > w->id_end) end = w->id_end;
+    if (end > w->store.id_end) end = w->store.id_end;
     size_t at = t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
         if (!world_tree_member(w, i)) continue;
         double umin[3], umax[3];
-        to_grid(t, w->box[i].lo, w->box[i].hi, umin, umax);
+        to_grid(t, w->store.box[i].lo, w->store.box[i].hi, umin, umax);
         int level = object_level(t, umin, umax);
         uint32_t cell[3];
         centre_cell(t, level, umin, umax, cell);
@@ -233,11 +233,11 @@ static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     for (size_t i = begin; i < end; i++) {
         uint32_t id = t->vals[i];
         if (i + TREE_REFIT_AHEAD < end) {
-            __builtin_prefetch(&w->box[t->vals[i + TREE_REFIT_AHEAD]]);
+            __builtin_prefetch(&w->store.box[t->vals[i + TREE_REFIT_AHEAD]]);
         }
         for (int k = 0; k < 3; k++) {
-            t->slots.smin[b][k][i] = w->box[id].lo[k];
-            t->slots.smax[b][k][i] = w->box[id].hi[k];
+            t->slots.smin[b][k][i] = w->store.box[id].lo[k];
+            t->slots.smax[b][k][i] = w->store.box[id].hi[k];
         }
         t->slots.sid[b][i] = id;
     }
@@ -422,8 +422,8 @@ static void geometry_init(broadphase_world *w, octree *t) {
 /* Builds the tree from scratch with a root of at least min_side. */
 broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
     geometry_init(w, t);
-    t->id_chunk = threads_chunk_size(w->id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
-    size_t chunks = threads_chunk_count(w->id_end, t->id_chunk);
+    t->id_chunk = threads_chunk_size(w->store.id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    size_t chunks = threads_chunk_count(w->store.id_end, t->id_chunk);
     size_t count = world_tree_count(w);
     size_t hist = threads_radix_scratch_size(w->workers);
     if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,

@@ -457,8 +457,8 @@ static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, d
     } else {
         uint32_t id = w->added[ref - t->slots.count];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->box[id].lo[k];
-            mx[k] = w->box[id].hi[k];
+            mn[k] = w->store.box[id].lo[k];
+            mx[k] = w->store.box[id].hi[k];
         }
     }
     to_grid(t, mn, mx, umin, umax);
@@ -605,8 +605,8 @@ static void place_added(broadphase_world *w, octree *t) {
         if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->box[id].lo[k];
-            mx[k] = w->box[id].hi[k];
+            mn[k] = w->store.box[id].lo[k];
+            mx[k] = w->store.box[id].hi[k];
         }
         double umin[3], umax[3];
         to_grid(t, mn, mx, umin, umax);

@@ -47,19 +47,20 @@ static bool gather(broadphase_world *w) {
     s->pending_count = 0;
     s->current = s->structures && w->moved_count == 0;
     if (s->current) return true;
-    size_t need = s->structures ? w->moved_count : w->live_count;
+    size_t need = s->structures ? w->moved_count : w->store.live_count;
     if (!heap_grow(&w->heap, (void **)&s->pending, &s->pending_capacity, need + 1, sizeof(uint32_t),
                    0))
         return false;
-    for (uint32_t i = 0; i < w->id_end; i++)
-        if (w->kind[i] != OBJECT_FREE && (!s->structures || w->changed[i] == w->epoch))
+    for (uint32_t i = 0; i < w->store.id_end; i++)
+        if (w->store.kind[i] != OBJECT_FREE && (!s->structures || w->store.changed[i] == w->epoch))
             s->pending[s->pending_count++] = i;
     if (s->pending_count < PENDING_FIELD_MIN) return true;
-    if (!heap_grow(&w->heap, (void **)&s->flag, &s->flag_capacity, w->id_end, 1, 0)) return false;
-    memset(s->flag, 0, w->id_end);
+    if (!heap_grow(&w->heap, (void **)&s->flag, &s->flag_capacity, w->store.id_end, 1, 0))
+        return false;
+    memset(s->flag, 0, w->store.id_end);
     for (size_t i = 0; i < s->pending_count; i++) s->flag[s->pending[i]] = 1;
-    field_source src = {
-        w->box, w->kind, s->flag, w->id_end, s->pending_count, w->config.dimensions, w->workers};
+    field_source src = {w->store.box,     w->store.kind,        s->flag,   w->store.id_end,
+                        s->pending_count, w->config.dimensions, w->workers};
     if (!field_build(&s->field, &w->heap, &src)) return false;
     s->use_field = true;
     return true;
@@ -143,7 +144,7 @@ broadphase_status query_make_ray(query *q, const broadphase_world *w, const floa
     q->kind = QUERY_RAY;
     q->dims = dims;
     q->closest = closest;
-    q->far = __atomic_load_n(&w->spheres_past_floats, __ATOMIC_RELAXED);
+    q->far = __atomic_load_n(&w->store.spheres_past_floats, __ATOMIC_RELAXED);
     qm_ray_init(&q->ray, o, d, max_t, dims);
     q->kray.max_t = max_t;
     q->kray_ok = true;
@@ -169,7 +170,7 @@ broadphase_status query_make_planes(query *q, const broadphase_world *w, const f
     }
     memset(q, 0, sizeof *q);
     q->kind = QUERY_PLANES;
-    q->far = __atomic_load_n(&w->spheres_past_floats, __ATOMIC_RELAXED);
+    q->far = __atomic_load_n(&w->store.spheres_past_floats, __ATOMIC_RELAXED);
     q->dims = dims;
     q->planes = planes;
     q->plane_count = count;

@@ -168,25 +168,25 @@ void query_sort_ids(uint32_t *ids, size_t n) {
 /* Whether a structure's entry for id stands for the object now (see query.h). */
 static inline bool member(const broadphase_world *w, query_member m, uint32_t id) {
     if (m == QUERY_MEMBER_CURRENT) return true;
-    if (w->changed[id] == w->epoch) return false;
+    if (w->store.changed[id] == w->epoch) return false;
     return m == QUERY_MEMBER_TREE || w->rest.at_rest[id];
 }
 
 /* A box's entry is its exact box (a sphere's is its bounding box); a world without spheres
  * needs no look at the object. */
 static inline bool is_box(const broadphase_world *w, uint32_t id) {
-    return w->sphere_count == 0 || w->kind[id] == OBJECT_BOX;
+    return w->store.sphere_count == 0 || w->store.kind[id] == OBJECT_BOX;
 }
 
 static inline void sphere_of(const broadphase_world *w, uint32_t id, float c[3], float *r) {
-    for (int k = 0; k < 3; k++) c[k] = w->center[k][id];
-    *r = w->radius[id];
+    for (int k = 0; k < 3; k++) c[k] = w->store.center[k][id];
+    *r = w->store.radius[id];
 }
 
 /* The exact test of object id; *value gets a ray's entry t or a squared distance. */
 static bool object_hit(const broadphase_world *w, const query *q, uint32_t id, double *value) {
-    const world_box *b = &w->box[id];
-    bool sphere = w->kind[id] == OBJECT_SPHERE;
+    const world_box *b = &w->store.box[id];
+    bool sphere = w->store.kind[id] == OBJECT_SPHERE;
     float c[3] = {0, 0, 0}, r = 0.0f;
     if (sphere) sphere_of(w, id, c, &r);
     int dims = q->dims;
@@ -578,9 +578,9 @@ static void scan_ids(const broadphase_world *w, const query *q, query_out *o, co
                      size_t count) {
     for (size_t i = 0; i < count && !o->failed; i++) {
         uint32_t id = ids ? ids[i] : (uint32_t)i;
-        if (w->kind[id] == OBJECT_FREE) continue;
+        if (w->store.kind[id] == OBJECT_FREE) continue;
         if (q->candidates) {
-            if (simd_pair_box_box(q->lo, q->hi, w->box[id].lo, w->box[id].hi, q->dims))
+            if (simd_pair_box_box(q->lo, q->hi, w->store.box[id].lo, w->store.box[id].hi, q->dims))
                 put_id(o, id);
             continue;
         }
@@ -591,7 +591,7 @@ static void scan_ids(const broadphase_world *w, const query *q, query_out *o, co
 /* Every place an object may be, each object found once (after query_sync). */
 void query_run(const broadphase_world *w, const query *q, query_out *o) {
     if (!w->method->query_view) { /* no structure: every object */
-        scan_ids(w, q, o, NULL, w->id_end);
+        scan_ids(w, q, o, NULL, w->store.id_end);
         return;
     }
     const query_state *s = &w->query;
@@ -603,7 +603,8 @@ void query_run(const broadphase_world *w, const query *q, query_out *o) {
             v.member = m;
             walk(w, q, o, &v);
         }
-        if (w->static_count > 0 && field_query_view(&w->statics.pyramid, m, &v)) walk(w, q, o, &v);
+        if (w->store.static_count > 0 && field_query_view(&w->statics.pyramid, m, &v))
+            walk(w, q, o, &v);
         if (w->rest.count > 0 && field_query_view(&w->rest.field.pyramid, QUERY_MEMBER_REST, &v))
             walk(w, q, o, &v);
     }

@@ -28,7 +28,7 @@ bool rest_reserve(broadphase_world *w, size_t need) {
 static void wake_all(broadphase_world *w) {
     rest_state *r = &w->rest;
     if (r->count > 0) {
-        memset(r->at_rest, 0, w->id_end);
+        memset(r->at_rest, 0, w->store.id_end);
         w->trees_stale = true;
     }
     r->count = 0;
@@ -47,10 +47,10 @@ static void settle_chunk(size_t chunk, int worker, void *p) {
     settle_ctx *c = p;
     broadphase_world *w = c->w;
     size_t begin = chunk * c->chunk,
-           end = begin + c->chunk < w->id_end ? begin + c->chunk : w->id_end;
+           end = begin + c->chunk < w->store.id_end ? begin + c->chunk : w->store.id_end;
     size_t n = 0;
     for (size_t i = begin; i < end; i++) {
-        if (world_tree_member(w, i) && w->changed[i] != w->epoch) w->rest.at_rest[i] = 1;
+        if (world_tree_member(w, i) && w->store.changed[i] != w->epoch) w->rest.at_rest[i] = 1;
         n += w->rest.at_rest[i];
     }
     c->count[chunk] = n;
@@ -58,10 +58,10 @@ static void settle_chunk(size_t chunk, int worker, void *p) {
 
 static bool build(broadphase_world *w) {
     rest_state *r = &w->rest;
-    if (!rest_reserve(w, w->id_end)) return false;
-    settle_ctx c = {.w = w, .chunk = w->id_end / SETTLE_CHUNKS + 1};
+    if (!rest_reserve(w, w->store.id_end)) return false;
+    settle_ctx c = {.w = w, .chunk = w->store.id_end / SETTLE_CHUNKS + 1};
     if (c.chunk < SETTLE_GRAIN) c.chunk = SETTLE_GRAIN;
-    size_t chunks = (w->id_end + c.chunk - 1) / c.chunk;
+    size_t chunks = (w->store.id_end + c.chunk - 1) / c.chunk;
     threads_for_chunks(w->workers, chunks, settle_chunk, &c);
     r->count = 0;
     for (size_t i = 0; i < chunks; i++) r->count += c.count[i];
@@ -114,7 +114,7 @@ static inline uint64_t out_of_tree(const uint8_t *at_rest, const uint8_t *is_sta
 static void carry_count(size_t chunk, int worker, void *p) {
     (void)worker;
     carry_ctx *c = p;
-    const uint8_t *at_rest = c->w->rest.at_rest, *is_static = c->w->is_static;
+    const uint8_t *at_rest = c->w->rest.at_rest, *is_static = c->w->store.is_static;
     size_t l0 = chunk * CARRY_CHUNK,
            l1 = l0 + CARRY_CHUNK < c->last_count ? l0 + CARRY_CHUNK : c->last_count;
     size_t n = 0;

@@ -18,19 +18,21 @@ enum {
 
 bool statics_field_build(broadphase_world *w, statics_field *f, const uint8_t *flags,
                          size_t count) {
-    field_source src = {w->box, w->kind, flags, w->id_end, count, w->config.dimensions, w->workers};
+    field_source src = {w->store.box, w->store.kind,        flags,     w->store.id_end,
+                        count,        w->config.dimensions, w->workers};
     return field_build(&f->pyramid, &w->heap, &src);
 }
 
 bool statics_update(broadphase_world *w) {
     if (!w->statics_dirty) return true;
-    if (!statics_field_build(w, &w->statics, w->is_static, w->static_count)) return false;
+    if (!statics_field_build(w, &w->statics, w->store.is_static, w->store.static_count))
+        return false;
     w->statics_dirty = false;
     return true;
 }
 
 bool statics_active(const broadphase_world *w) {
-    return w->static_count > 0 && w->statics.pyramid.levels > 0;
+    return w->store.static_count > 0 && w->statics.pyramid.levels > 0;
 }
 
 /* ---- queries ------------------------------------------------------------------------------ */
@@ -274,7 +276,8 @@ static bool cache_prepare(broadphase_world *w, statics_field *f, query_ctx *c) {
     size_t slots = c->count < CACHE_SLOTS_MAX ? c->count : CACHE_SLOTS_MAX;
     size_t jobs = (slots + QUERY_SLOTS - 1) / QUERY_SLOTS;
     size_t had = x->of_capacity;
-    if (!heap_grow(&w->heap, (void **)&x->of, &x->of_capacity, w->id_end, sizeof(uint32_t), had) ||
+    if (!heap_grow(&w->heap, (void **)&x->of, &x->of_capacity, w->store.id_end, sizeof(uint32_t),
+                   had) ||
         !heap_grow(&w->heap, (void **)&x->job_new, &x->job_capacity, jobs + 1, sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&x->slot_entry, &x->slot_capacity, slots + 1,
                    sizeof(uint32_t), 0))

@@ -17,7 +17,7 @@ static broadphase_status find_pairs(broadphase_world *w, const method_search *pl
                                     double *search_end) {
     pairs_result r = PAIRS_RETRY;
     for (bool grow = false; r == PAIRS_RETRY; grow = true) {
-        if (!pairs_prepare(&w->pairs, &w->heap, w->workers, w->id_end, grow))
+        if (!pairs_prepare(&w->pairs, &w->heap, w->workers, w->store.id_end, grow))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
         threads_for_chunks(w->workers, plan->job_count, plan->job, plan->ctx);
         if (plan->workers) {
@@ -100,8 +100,8 @@ broadphase_pairs broadphase_last_pairs(const broadphase_world *w) {
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out) {
     if (!w || !stats_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     broadphase_stats s = w->stats;
-    s.objects = w->live_count;
-    s.static_objects = w->static_count;
+    s.objects = w->store.live_count;
+    s.static_objects = w->store.static_count;
     s.static_builds = w->statics.pyramid.rebuilds;
     s.resting_objects = w->rest.count;
     s.rest_builds = w->rest.field.pyramid.rebuilds;

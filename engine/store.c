@@ -30,20 +30,20 @@ static size_t column_block_bytes(size_t capacity) {
 }
 
 void store_set_sentinel(broadphase_world *w, size_t i) {
-    world_box *b = &w->box[i];
+    world_box *b = &w->store.box[i];
     for (int k = 0; k < 3; k++) {
         b->lo[k] = INFINITY;
         b->hi[k] = -INFINITY;
-        w->center[k][i] = 0.0f;
+        w->store.center[k][i] = 0.0f;
     }
     b->lo[3] = b->hi[3] = 0.0f;
-    w->radius[i] = 0.0f;
-    w->kind[i] = OBJECT_FREE;
+    w->store.radius[i] = 0.0f;
+    w->store.kind[i] = OBJECT_FREE;
 }
 
 bool store_reserve(broadphase_world *w, size_t need) {
-    if (need <= w->capacity && w->column_block) return true;
-    size_t cap = w->capacity + w->capacity / 2;
+    if (need <= w->store.capacity && w->store.column_block) return true;
+    size_t cap = w->store.capacity + w->store.capacity / 2;
     if (cap < need) cap = need;
     if (cap < 64) cap = 64;
     cap = round_up(cap, 16);
@@ -52,36 +52,38 @@ bool store_reserve(broadphase_world *w, size_t need) {
     if (!block) return false;
     world_box *box = (world_box *)(void *)block;
     float *f = (float *)(void *)(box + stride);
-    float **cols[FLOAT_COLUMNS] = {&w->center[0], &w->center[1], &w->center[2], &w->radius};
+    float **cols[FLOAT_COLUMNS] = {&w->store.center[0], &w->store.center[1], &w->store.center[2],
+                                   &w->store.radius};
     uint32_t *stamp = (uint32_t *)(f + stride * FLOAT_COLUMNS);
     uint32_t *changed = stamp + stride;
     uint8_t *kind = (uint8_t *)(changed + stride);
-    if (w->box) memcpy(box, w->box, w->id_end * sizeof(world_box));
-    w->box = box;
+    if (w->store.box) memcpy(box, w->store.box, w->store.id_end * sizeof(world_box));
+    w->store.box = box;
     for (int c = 0; c < FLOAT_COLUMNS; c++) {
         float *old = *cols[c];
         *cols[c] = f + stride * (size_t)c;
-        if (old) memcpy(*cols[c], old, w->id_end * sizeof(float));
+        if (old) memcpy(*cols[c], old, w->store.id_end * sizeof(float));
     }
-    if (w->stamp) memcpy(stamp, w->stamp, w->id_end * sizeof(uint32_t));
-    if (w->changed) memcpy(changed, w->changed, w->id_end * sizeof(uint32_t));
-    if (w->kind) memcpy(kind, w->kind, w->id_end);
-    w->stamp = stamp;
-    w->changed = changed;
-    w->kind = kind;
-    for (size_t i = w->id_end; i < stride; i++) {
+    if (w->store.stamp) memcpy(stamp, w->store.stamp, w->store.id_end * sizeof(uint32_t));
+    if (w->store.changed) memcpy(changed, w->store.changed, w->store.id_end * sizeof(uint32_t));
+    if (w->store.kind) memcpy(kind, w->store.kind, w->store.id_end);
+    w->store.stamp = stamp;
+    w->store.changed = changed;
+    w->store.kind = kind;
+    for (size_t i = w->store.id_end; i < stride; i++) {
         store_set_sentinel(w, i);
         stamp[i] = changed[i] = 0;
     }
-    heap_free(&w->heap, w->column_block, w->column_block ? column_block_bytes(w->capacity) : 0);
-    w->column_block = block;
-    w->capacity = cap;
+    heap_free(&w->heap, w->store.column_block,
+              w->store.column_block ? column_block_bytes(w->store.capacity) : 0);
+    w->store.column_block = block;
+    w->store.capacity = cap;
     return true;
 }
 
 void store_sphere_columns(const broadphase_world *w, simd_spheres *out) {
-    for (int k = 0; k < 3; k++) out->c[k] = w->center[k];
-    out->r = w->radius;
+    for (int k = 0; k < 3; k++) out->c[k] = w->store.center[k];
+    out->r = w->store.radius;
 }
 
 /* A sphere against candidate boxes: the boxes are gathered from their records into small
@@ -101,7 +103,7 @@ static size_t sphere_vs_boxes(const broadphase_world *w, const float qc[3], floa
     for (size_t at = 0; at < count; at += EXACT_BATCH) {
         size_t n = count - at < EXACT_BATCH ? count - at : EXACT_BATCH;
         for (size_t i = 0; i < n; i++) {
-            const world_box *b = &w->box[ids[at + i]];
+            const world_box *b = &w->store.box[ids[at + i]];
             for (int k = 0; k < 3; k++) {
                 lo[k][i] = b->lo[k];
                 hi[k][i] = b->hi[k];
@@ -116,7 +118,8 @@ static size_t sphere_vs_boxes(const broadphase_world *w, const float qc[3], floa
 /* Of the candidates, those the collision filters let pair with `id`, into out (may alias). */
 static size_t filter_candidates(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                                 size_t count, uint32_t *out) {
-    const uint32_t *cat = w->filter_category, *mask = w->filter_mask, *group = w->filter_group;
+    const uint32_t *cat = w->store.filter_category, *mask = w->store.filter_mask,
+                   *group = w->store.filter_group;
     uint32_t ca = cat[id], ma = mask[id], ga = group[id];
     size_t kept = 0;
     for (size_t i = 0; i < count; i++) {
@@ -129,11 +132,11 @@ static size_t filter_candidates(const broadphase_world *w, uint32_t id, const ui
 
 size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
                           size_t count, uint32_t *out, uint32_t *scratch) {
-    if (w->filter_category) {
+    if (w->store.filter_category) {
         count = filter_candidates(w, id, candidates, count, out);
         candidates = out;
     }
-    if (w->sphere_count == 0) {
+    if (w->store.sphere_count == 0) {
         if (out != candidates) memmove(out, candidates, count * sizeof(uint32_t));
         return count;
     }
@@ -141,19 +144,19 @@ size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t
     size_t boxes = 0, spheres = 0;
     for (size_t i = 0; i < count; i++) {
         uint32_t c = candidates[i];
-        if (w->kind[c] == OBJECT_SPHERE)
+        if (w->store.kind[c] == OBJECT_SPHERE)
             scratch[spheres++] = c;
         else
             out[boxes++] = c;
     }
     simd_spheres sc;
     store_sphere_columns(w, &sc);
-    if (w->kind[id] == OBJECT_BOX) {
-        const world_box *q = &w->box[id];
+    if (w->store.kind[id] == OBJECT_BOX) {
+        const world_box *q = &w->store.box[id];
         return boxes + simd_box_vs_spheres(q->lo, q->hi, &sc, scratch, spheres, dims, out + boxes);
     }
-    float qc[3] = {w->center[0][id], w->center[1][id], w->center[2][id]};
-    float qr = w->radius[id];
+    float qc[3] = {w->store.center[0][id], w->store.center[1][id], w->store.center[2][id]};
+    float qr = w->store.radius[id];
     boxes = sphere_vs_boxes(w, qc, qr, out, boxes, out);
     return boxes + simd_sphere_vs_spheres(qc, qr, &sc, scratch, spheres, dims, out + boxes);
 }
@@ -161,10 +164,10 @@ size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t
 const broadphase_filter store_default_filter = {1u, 0xFFFFFFFFu, 0u};
 
 bool store_filter_reserve(broadphase_world *w, size_t need) {
-    if (need <= w->filter_capacity) return true;
-    size_t old = w->filter_capacity, cap = old + old / 2;
+    if (need <= w->store.filter_capacity) return true;
+    size_t old = w->store.filter_capacity, cap = old + old / 2;
     if (cap < need) cap = need;
-    uint32_t **cols[3] = {&w->filter_category, &w->filter_mask, &w->filter_group};
+    uint32_t **cols[3] = {&w->store.filter_category, &w->store.filter_mask, &w->store.filter_group};
     uint32_t *grown[3] = {NULL, NULL, NULL};
     for (int c = 0; c < 3; c++) {
         grown[c] = heap_alloc(&w->heap, cap * sizeof(uint32_t));
@@ -183,23 +186,23 @@ bool store_filter_reserve(broadphase_world *w, size_t need) {
         heap_free(&w->heap, *cols[c], old * sizeof(uint32_t));
         *cols[c] = grown[c];
     }
-    w->filter_capacity = cap;
+    w->store.filter_capacity = cap;
     return true;
 }
 
 bool store_static_reserve(broadphase_world *w, size_t need) {
-    size_t old = w->static_capacity;
-    if (!heap_grow(&w->heap, (void **)&w->is_static, &w->static_capacity, need, 1, old))
+    size_t old = w->store.static_capacity;
+    if (!heap_grow(&w->heap, (void **)&w->store.is_static, &w->store.static_capacity, need, 1, old))
         return false;
-    memset(w->is_static + old, 0, w->static_capacity - old);
+    memset(w->store.is_static + old, 0, w->store.static_capacity - old);
     return true;
 }
 
 void store_release(broadphase_world *w) {
-    heap_free(&w->heap, w->column_block, column_block_bytes(w->capacity));
-    heap_free(&w->heap, w->free_ids, w->free_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, w->filter_category, w->filter_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, w->filter_mask, w->filter_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, w->filter_group, w->filter_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, w->is_static, w->static_capacity);
+    heap_free(&w->heap, w->store.column_block, column_block_bytes(w->store.capacity));
+    heap_free(&w->heap, w->store.free_ids, w->store.free_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->store.filter_category, w->store.filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->store.filter_mask, w->store.filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->store.filter_group, w->store.filter_capacity * sizeof(uint32_t));
+    heap_free(&w->heap, w->store.is_static, w->store.static_capacity);
 }

@@ -1,8 +1,11 @@
-/* The object store's shared vocabulary: what an object's bounding box looks like by id, the
- * kinds an id can hold, and the id that names none. Every structure that reads the boxes
- * includes this; none of them needs the world. */
+/* The object store: the objects by id (their boxes, sphere columns, kinds, change epochs, free
+ * ids, filters, static flags) and its vocabulary (an object's bounding box record, the kinds an
+ * id can hold, the id that names none). A structure that reads the boxes needs this, not the
+ * world. Its functions are in store.c (declared in world.h while they take the world). */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
@@ -18,3 +21,39 @@ typedef struct world_box {
     _Alignas(32) float lo[4];
     float hi[4];
 } world_box;
+
+/* The objects by id: what every structure reads of them. */
+typedef struct store {
+    /* Indexed by id, with room for `capacity` ids. box[id] is the object's bounding box: a
+     * box's exact bounds, or for a sphere a box widened outward so that it contains the sphere
+     * however the exact test rounds. Free ids hold sentinels (lo = +inf, hi = -inf) that
+     * overlap nothing. Spheres also keep centre and radius in columns, for the exact test. */
+    world_box *box;
+    float *center[3], *radius;
+    uint8_t *kind;
+    uint32_t *stamp;   /* by id: its position in the batch being checked, to find repeated ids */
+    uint32_t *changed; /* by id: the epoch in which the object last changed (world.h: epoch) */
+    void *column_block;
+    size_t capacity;
+    uint32_t id_end; /* every id ever handed out is below id_end */
+    size_t live_count;
+    size_t sphere_count;
+    /* Set (with an atomic store, by the writers of a batch) once a sphere's box has stopped at
+     * the float range's end while its ball went on; never cleared. Rays and plane queries then
+     * read bounds at +-FLT_MAX as unbounded (query_walk.c: unclamp). */
+    bool spheres_past_floats;
+
+    /* Free ids; handed out lowest first (sorted descending on demand, popped from the back). */
+    uint32_t *free_ids;
+    size_t free_count, free_capacity;
+    bool free_sorted;
+
+    /* Collision filters by id (broadphase_set_filters); NULL until one is first set, so that a
+     * world without filters pays nothing. */
+    uint32_t *filter_category, *filter_mask, *filter_group;
+    size_t filter_capacity;
+
+    /* Static objects (broadphase_set_static): a flag by id, NULL until one is first set. */
+    uint8_t *is_static;
+    size_t static_capacity, static_count;
+} store;

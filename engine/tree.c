@@ -173,7 +173,7 @@ void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint
 void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h) {
     if (h == 0) return;
-    if (w->sphere_count == 0 && !w->filter_category) {
+    if (w->store.sphere_count == 0 && !w->store.filter_category) {
         pairs_writer_push_hits(wr, row_id, k->rows, col_id, k->hits, h);
         return;
     }
@@ -241,7 +241,7 @@ bool tree_workers_failed(tree_workers *ws) {
 
 bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity) {
     size_t old = *capacity;
-    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->id_end, sizeof(uint32_t), old))
+    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->store.id_end, sizeof(uint32_t), old))
         return false;
     for (size_t i = old; i < *capacity; i++) (*node_of)[i] = WORLD_NONE;
     return true;
@@ -261,7 +261,7 @@ static void forget_range(size_t begin, size_t end, int worker, void *p) {
 
 void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of) {
     forget_ctx c = {w, node_of};
-    threads_for_ranges(w->workers, w->id_end, 16384, forget_range, &c);
+    threads_for_ranges(w->workers, w->store.id_end, 16384, forget_range, &c);
 }
 
 void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
@@ -320,8 +320,8 @@ void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *de
         uint32_t s = src & ~TREE_ADDED;
         uint32_t id = added ? w->added[s] : t->sid[from][s];
         for (int k = 0; k < 3; k++) {
-            t->smin[to][k][dst] = added ? w->box[id].lo[k] : t->smin[from][k][s];
-            t->smax[to][k][dst] = added ? w->box[id].hi[k] : t->smax[from][k][s];
+            t->smin[to][k][dst] = added ? w->store.box[id].lo[k] : t->smin[from][k][s];
+            t->smax[to][k][dst] = added ? w->store.box[id].hi[k] : t->smax[from][k][s];
         }
         slot_node[dst] = n;
         t->sid[to][dst++] = id;

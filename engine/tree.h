@@ -52,8 +52,8 @@ static inline void tree_refit_read(const broadphase_world *w, tree_slots *sl, in
                                    tree_slot_block *blk, size_t s0, size_t s, size_t end,
                                    bool stream, float mn[3], float mx[3]) {
     uint32_t ahead = sl->sid[b][s + TREE_REFIT_AHEAD < end ? s + TREE_REFIT_AHEAD : s];
-    __builtin_prefetch(&w->box[ahead]);
-    const world_box *box = &w->box[sl->sid[b][s]];
+    __builtin_prefetch(&w->store.box[ahead]);
+    const world_box *box = &w->store.box[sl->sid[b][s]];
     for (int k = 0; k < 3; k++) {
         mn[k] = box->lo[k];
         mx[k] = box->hi[k];

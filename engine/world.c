@@ -59,7 +59,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     if (w->config.leaf_size == 0) w->config.leaf_size = (int)w->method->leaf_size;
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
-    w->free_sorted = true;
+    w->store.free_sorted = true;
     w->epoch = 1;
     query_state_init(&w->query);
     if (!store_reserve(w, config->initial_capacity)) {
@@ -86,7 +86,7 @@ void broadphase_destroy(broadphase_world *w) {
 }
 
 size_t broadphase_object_count(const broadphase_world *w) {
-    return w ? w->live_count : 0;
+    return w ? w->store.live_count : 0;
 }
 
 size_t broadphase_last_error_index(const broadphase_world *w) {

@@ -1,5 +1,6 @@
-/* The world: the object store (SoA columns by id, 64-byte aligned, sentinel-padded), id
- * allocation, heap accounting, and the state each method keeps between steps. */
+/* The world: its configuration, the object store (store.h), the heap every allocation goes
+ * through, and the state each part keeps between calls: the statics, the rest, the pairs, the
+ * events, the queries, the method's own. */
 #pragma once
 
 #include "broadphase.h"
@@ -22,41 +23,11 @@ struct broadphase_world {
     broadphase_config config;
     int workers;
 
-    /* Indexed by id, with room for `capacity` ids. box[id] is the object's bounding box: a
-     * box's exact bounds, or for a sphere a box widened outward so that it contains the sphere
-     * however the exact test rounds. Free ids hold sentinels (lo = +inf, hi = -inf) that
-     * overlap nothing. Spheres also keep centre and radius in columns, for the exact test. */
-    world_box *box;
-    float *center[3], *radius;
-    uint8_t *kind;
-    uint32_t *stamp;   /* by id: its position in the batch being checked, to find repeated ids */
-    uint32_t *changed; /* by id: the epoch in which the object last changed (see epoch) */
-    void *column_block;
-    size_t capacity;
-    uint32_t id_end; /* every id ever handed out is below id_end */
-    size_t live_count;
-    size_t sphere_count;
-    /* Set (with an atomic store, by the writers of a batch) once a sphere's box has stopped at
-     * the float range's end while its ball went on; never cleared. Rays and plane queries then
-     * read bounds at +-FLT_MAX as unbounded (query.c: unclamp). */
-    bool spheres_past_floats;
+    store store; /* the objects by id (store.h) */
 
-    /* Free ids; handed out lowest first (sorted descending on demand, popped from the back). */
-    uint32_t *free_ids;
-    size_t free_count, free_capacity;
-    bool free_sorted;
-
-    /* Collision filters by id (broadphase_set_filters); NULL until one is first set, so that a
-     * world without filters pays nothing. */
-    uint32_t *filter_category, *filter_mask, *filter_group;
-    size_t filter_capacity;
-
-    /* Static objects (broadphase_set_static): a flag by id, NULL until one is first set. The
-     * trees hold the other live objects; the statics are in the static field, built again at
-     * the next step when statics_dirty. A flag that changed makes the trees build anew
-     * (trees_stale). */
-    uint8_t *is_static;
-    size_t static_capacity, static_count;
+    /* Static objects (store.is_static): the trees hold the other live objects; the statics are
+     * in the static field, built again at the next step when statics_dirty. A flag that changed
+     * makes the trees build anew (trees_stale). */
     bool statics_dirty, trees_stale;
     statics_field statics;
 
@@ -73,8 +44,8 @@ struct broadphase_world {
     size_t added_count, added_capacity;
 
     pairs_state pairs;
-    events_state events;         /* config.pair_events only */
-    threads_scratch scratch;     /* per-worker working memory of the methods */
+    events_state events;               /* config.pair_events only */
+    threads_scratch scratch;           /* per-worker working memory of the methods */
     const struct method_table *method; /* config.method's table (method.h) */
     void *method_state;
 
@@ -90,13 +61,13 @@ struct broadphase_world {
 
 /* Whether live object i belongs in the trees (it is neither static nor at rest). */
 static inline bool world_tree_member(const broadphase_world *w, size_t i) {
-    return w->kind[i] != OBJECT_FREE && !(w->is_static && w->is_static[i]) &&
+    return w->store.kind[i] != OBJECT_FREE && !(w->store.is_static && w->store.is_static[i]) &&
            !(w->rest.at_rest && w->rest.at_rest[i]);
 }
 
 /* How many objects the trees hold. */
 static inline size_t world_tree_count(const broadphase_world *w) {
-    return w->live_count - w->static_count - w->rest.count;
+    return w->store.live_count - w->store.static_count - w->rest.count;
 }
 
 /* The world's heap, for the calls that take a const world (the queries): it is the one part of
