@@ -33,34 +33,34 @@ static void merge_chunk(size_t chunk, int worker, void *p) {
     const broadphase_pair *prev = c->lead_is_current ? c->other : c->lead;
     size_t i = c->lead_is_current ? l0 : o0, i_end = c->lead_is_current ? l1 : o1;
     size_t j = c->lead_is_current ? o0 : l0, j_end = c->lead_is_current ? o1 : l1;
-    size_t nb = c->write ? e->chunk_count[2 * chunk] : 0;
-    size_t ne = c->write ? e->chunk_count[2 * chunk + 1] : 0;
-    const uint8_t *fresh = e->fresh;
+    size_t nb = c->write ? e->chunk_count.data[2 * chunk] : 0;
+    size_t ne = c->write ? e->chunk_count.data[2 * chunk + 1] : 0;
+    const uint8_t *fresh = e->fresh.data;
     while (i < i_end || j < j_end) {
         uint64_t kc = i < i_end ? pairs_order_key(cur[i]) : UINT64_MAX;
         uint64_t kp = j < j_end ? pairs_order_key(prev[j]) : UINT64_MAX;
         bool begins = kc < kp, ends = kp < kc;
         if (kc == kp && c->any_fresh) begins = ends = fresh[cur[i].a] | fresh[cur[i].b];
-        if (begins && c->write) e->begun[nb] = cur[i];
-        if (ends && c->write) e->ended[ne] = prev[j];
+        if (begins && c->write) e->begun.data[nb] = cur[i];
+        if (ends && c->write) e->ended.data[ne] = prev[j];
         nb += begins;
         ne += ends;
         i += kc <= kp;
         j += kp <= kc;
     }
     if (!c->write) {
-        e->chunk_count[2 * chunk] = nb;
-        e->chunk_count[2 * chunk + 1] = ne;
+        e->chunk_count.data[2 * chunk] = nb;
+        e->chunk_count.data[2 * chunk + 1] = ne;
     }
 }
 
 bool events_fresh_reserve(events_state *e, heap *h, size_t need) {
-    size_t old = e->fresh_capacity;
+    size_t old = e->fresh.capacity;
     if (need <= old) return true;
     /* The marks already set (ids handed out again since the last step) are kept: a grow for a
      * later add call must not forget that an earlier one reused an id. */
-    if (!heap_grow(h, (void **)&e->fresh, &e->fresh_capacity, need, 1, old)) return false;
-    memset(e->fresh + old, 0, e->fresh_capacity - old);
+    if (!heap_array_reserve(h, &e->fresh, need, old)) return false;
+    memset(e->fresh.data + old, 0, e->fresh.capacity - old);
     return true;
 }
 
@@ -77,21 +77,18 @@ bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
         c.lead_is_current = false;
     }
     c.chunks = c.lead_count == 0 ? 1 : (c.lead_count + EVENT_CHUNK - 1) / EVENT_CHUNK;
-    if (!heap_grow(h, (void **)&e->chunk_count, &e->chunk_capacity, 2 * c.chunks, sizeof(size_t),
-                   0))
-        return false;
+    if (!heap_array_reserve(h, &e->chunk_count, 2 * c.chunks, 0)) return false;
     threads_for_chunks(workers, c.chunks, merge_chunk, &c);
     size_t nb = 0, ne = 0;
     for (size_t i = 0; i < c.chunks; i++) {
-        size_t b = e->chunk_count[2 * i], d = e->chunk_count[2 * i + 1];
-        e->chunk_count[2 * i] = nb;
-        e->chunk_count[2 * i + 1] = ne;
+        size_t b = e->chunk_count.data[2 * i], d = e->chunk_count.data[2 * i + 1];
+        e->chunk_count.data[2 * i] = nb;
+        e->chunk_count.data[2 * i + 1] = ne;
         nb += b;
         ne += d;
     }
     bool ok =
-        heap_grow(h, (void **)&e->begun, &e->begun_capacity, nb + 1, sizeof(broadphase_pair), 0) &&
-        heap_grow(h, (void **)&e->ended, &e->ended_capacity, ne + 1, sizeof(broadphase_pair), 0);
+        heap_array_reserve(h, &e->begun, nb + 1, 0) && heap_array_reserve(h, &e->ended, ne + 1, 0);
     if (ok) {
         c.write = true;
         threads_for_chunks(workers, c.chunks, merge_chunk, &c);
@@ -100,14 +97,14 @@ bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
     }
     /* The marks of this step's new ids go (`added` holds them, and resting objects that went
      * back into the tree, which were never marked); after a failure they stay for the next. */
-    for (size_t i = 0; ok && i < added_count; i++) e->fresh[added[i]] = 0;
+    for (size_t i = 0; ok && i < added_count; i++) e->fresh.data[added[i]] = 0;
     return ok;
 }
 
 void events_release(events_state *e, heap *h) {
-    heap_free(h, e->begun, e->begun_capacity * sizeof(broadphase_pair));
-    heap_free(h, e->ended, e->ended_capacity * sizeof(broadphase_pair));
-    heap_free(h, e->fresh, e->fresh_capacity);
-    heap_free(h, e->chunk_count, e->chunk_capacity * sizeof(size_t));
+    heap_array_release(h, &e->begun);
+    heap_array_release(h, &e->ended);
+    heap_array_release(h, &e->fresh);
+    heap_array_release(h, &e->chunk_count);
     memset(e, 0, sizeof *e);
 }

@@ -11,12 +11,11 @@
 #include <stdint.h>
 
 typedef struct events_state {
-    broadphase_pair *begun, *ended;
-    size_t begun_capacity, ended_capacity, begun_count, ended_count;
-    uint8_t *fresh; /* by id: 1 for ids added since the last successful step (add marks them) */
-    size_t fresh_capacity;
-    size_t *chunk_count; /* by chunk: begun, ended (counts, then offsets) */
-    size_t chunk_capacity;
+    HEAP_ARRAY(broadphase_pair) begun;
+    HEAP_ARRAY(broadphase_pair) ended;
+    size_t begun_count, ended_count;
+    HEAP_ARRAY(uint8_t) fresh;      /* by id: 1 for ids added since the last successful step */
+    HEAP_ARRAY(size_t) chunk_count; /* by chunk: begun, ended (counts, then offsets) */
 } events_state;
 
 /* After a successful step: the events between ps' previous list and its current one, treating

@@ -469,7 +469,8 @@ static broadphase_status add_ids(broadphase_world *w, size_t count, uint32_t *id
     memcpy(w->added + w->added_count, ids_out, count * sizeof(uint32_t));
     w->added_count += count;
     w->store.live_count += count;
-    for (size_t i = 0; w->config.pair_events && i < count; i++) w->events.fresh[ids_out[i]] = 1;
+    for (size_t i = 0; w->config.pair_events && i < count; i++)
+        w->events.fresh.data[ids_out[i]] = 1;
     if (w->store.filter_category) { /* a reused id starts with the default filter again */
         for (size_t i = 0; i < count; i++) {
             w->store.filter_category[ids_out[i]] = store_default_filter.category;

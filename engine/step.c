@@ -128,7 +128,7 @@ broadphase_status broadphase_pair_events(const broadphase_world *w, broadphase_e
     if (!w || !events_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!w->config.pair_events) return BROADPHASE_ERROR_INVALID_CONFIG;
     const events_state *e = &w->events;
-    events_out->begun = (broadphase_pairs){e->begun_count ? e->begun : NULL, e->begun_count};
-    events_out->ended = (broadphase_pairs){e->ended_count ? e->ended : NULL, e->ended_count};
+    events_out->begun = (broadphase_pairs){e->begun_count ? e->begun.data : NULL, e->begun_count};
+    events_out->ended = (broadphase_pairs){e->ended_count ? e->ended.data : NULL, e->ended_count};
     return BROADPHASE_OK;
 }

@@ -1426,7 +1426,7 @@ TEST(octree_bad_config) {
 
 /* ---- the flat search ------------------------------------------------------------------------- */
 
-/* The octree's search walks a flat list of leaves and their neighbours (octree.c) while every
+/* The octree's search walks a flat list of leaves and their neighbours (octree_flat.c, octree_search.c) while every
  * object sits in a leaf and every leaf's bounds stay inside its reach region; the list is made
  * again when the set of leaves changes. Boxes drifting at three speeds (slow: the list holds for
  * many steps; faster: movers waiting in their node carry leaves past their regions, so some
