@@ -1426,13 +1426,13 @@ TEST(octree_bad_config) {
 
 /* ---- the flat search ------------------------------------------------------------------------- */
 
-/* The octree's search walks a flat list of leaves and their neighbours (octree_flat.c, octree_search.c) while every
- * object sits in a leaf and every leaf's bounds stay inside its reach region; the list is made
- * again when the set of leaves changes. Boxes drifting at three speeds (slow: the list holds for
- * many steps; faster: movers waiting in their node carry leaves past their regions, so some
- * steps search the tree instead), with boxes removed and added every few frames (leaves empty
- * and fill, nodes are reused, the list is made again), against brute force every frame, 1 and 3
- * threads, 3D and 2D. */
+/* The octree's search walks a flat list of leaves and their neighbours (octree_flat.c,
+ * octree_search.c) while every object sits in a leaf and every leaf's bounds stay inside its reach
+ * region; the list is made again when the set of leaves changes. Boxes drifting at three speeds
+ * (slow: the list holds for many steps; faster: movers waiting in their node carry leaves past
+ * their regions, so some steps search the tree instead), with boxes removed and added every few
+ * frames (leaves empty and fill, nodes are reused, the list is made again), against brute force
+ * every frame, 1 and 3 threads, 3D and 2D. */
 static void flat_search_drift(int dims, float speed, size_t every, bool churn, uint64_t seed,
                               broadphase_stats *sum) {
     enum { N = 5000, FRAMES = 60, CHURN = 50 };

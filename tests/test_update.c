@@ -70,11 +70,11 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
 }
 
 /* The refit's passes over slots are cut by threads_chunk_size: the octree's into chunks of 4,096
- * below 65,536 slots (octree_internal.h, SMALL_CHUNK), both trees' larger ones into chunks of 16,384 or,
- * so that each worker has four, of fewer (not below 4,096); the chunks' movers are counted,
- * gathered and laid out across chunk ends, and the kd-tree's sweep nodes resorted by chunk.
- * 10,000 objects (three chunks) and 70,000 (five on 1 thread, twelve of 5,888 on 3, eighteen of
- * 4,096 on 16), moving, octree and kd-tree with REFIT against brute force every frame, through
+ * below 65,536 slots (octree_internal.h, SMALL_CHUNK), both trees' larger ones into chunks of
+ * 16,384 or, so that each worker has four, of fewer (not below 4,096); the chunks' movers are
+ * counted, gathered and laid out across chunk ends, and the kd-tree's sweep nodes resorted by
+ * chunk. 10,000 objects (three chunks) and 70,000 (five on 1 thread, twelve of 5,888 on 3, eighteen
+ * of 4,096 on 16), moving, octree and kd-tree with REFIT against brute force every frame, through
  * the relayouts the movers and the tightening cause. */
 typedef struct chunked_world {
     broadphase_method method;
