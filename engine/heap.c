@@ -17,13 +17,28 @@ static size_t round_up(size_t n, size_t to) {
  * pages) (perf/NOTES.md row 2), so they are aligned for it and the kernel is asked for them. */
 enum { HUGE_PAGE = 2u << 20 };
 
+/* The alignment a block of `bytes` gets, and the size asked of the allocator. */
+static size_t block_align(size_t bytes) {
+    return bytes >= 2 * (size_t)HUGE_PAGE ? HUGE_PAGE : 64;
+}
+
+static size_t block_size(size_t bytes) {
+    return round_up(bytes ? bytes : 1, block_align(bytes ? bytes : 1));
+}
+
 void *heap_alloc(heap *h, size_t bytes) {
     if (bytes == 0) bytes = 1;
-    size_t align = bytes >= 2 * (size_t)HUGE_PAGE ? HUGE_PAGE : 64;
-    void *p = aligned_alloc(align, round_up(bytes, align));
+    size_t align = block_align(bytes);
+    if (bytes > SIZE_MAX - align) return NULL;
+    void *p;
+    if (h->allocator.alloc) {
+        p = h->allocator.alloc(block_size(bytes), align, h->allocator.user);
+    } else {
+        p = aligned_alloc(align, block_size(bytes));
 #ifdef MADV_HUGEPAGE
-    if (p && align == HUGE_PAGE) madvise(p, round_up(bytes, align), MADV_HUGEPAGE);
+        if (p && align == HUGE_PAGE) madvise(p, block_size(bytes), MADV_HUGEPAGE);
 #endif
+    }
     if (p) {
         __atomic_fetch_add(&h->allocations, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&h->bytes, bytes, __ATOMIC_RELAXED);
@@ -33,7 +48,10 @@ void *heap_alloc(heap *h, size_t bytes) {
 
 void heap_free(heap *h, void *p, size_t bytes) {
     if (!p) return;
-    free(p);
+    if (h->allocator.free)
+        h->allocator.free(p, block_size(bytes), h->allocator.user);
+    else
+        free(p);
     __atomic_fetch_sub(&h->bytes, bytes ? bytes : 1, __ATOMIC_RELAXED);
 }
 

@@ -5,13 +5,16 @@
  * allocate through it too. */
 #pragma once
 
+#include "broadphase.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct heap {
-    size_t bytes;         /* held now */
-    uint64_t allocations; /* made so far */
+    size_t bytes;                   /* held now */
+    uint64_t allocations;           /* made so far */
+    broadphase_allocator allocator; /* the user's (broadphase_config.allocator), or all NULL */
 } heap;
 
 /* At least `bytes` bytes, 64-byte aligned (2 MiB aligned, with transparent huge pages asked

@@ -40,6 +40,7 @@ static bool config_valid(const broadphase_config *c) {
     if (c->initial_capacity > (size_t)UINT32_MAX - 1) return false;
     if (!(c->looseness >= 1.0f && c->looseness <= 4.0f)) return false;
     if (!(c->rest_share >= 0.0f && c->rest_share <= 1.0f)) return false;
+    if (!c->allocator.alloc != !c->allocator.free) return false;
     return true;
 }
 
@@ -48,7 +49,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     *world_out = NULL;
     if (!config_valid(config)) return BROADPHASE_ERROR_INVALID_CONFIG;
     /* The world itself is the heap's first allocation. */
-    heap h = {0, 0};
+    heap h = {0, 0, config->allocator};
     broadphase_world *w = heap_alloc(&h, sizeof *w);
     if (!w) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     memset(w, 0, sizeof *w);

@@ -2,6 +2,7 @@
  * validation (every failing call leaves the world exactly as it was), 2D z arrays, closed overlap
  * semantics for boxes and spheres with every method and thread count, shape changes, statistics. */
 #include <float.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -623,6 +624,172 @@ TEST(create_null_arguments) {
     CHECK_EQ_INT(broadphase_create(&c, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
     CHECK_EQ_INT(broadphase_create(NULL, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
     broadphase_destroy(NULL); /* a no-op: must not crash */
+}
+
+/* ---- the user's allocator ------------------------------------------------------------------- */
+
+/* An allocator that keeps every live block (pointer, size, alignment) and every fault it sees:
+ * a misaligned block, a free of a pointer it did not give, a free with another size than the
+ * block was asked for. Thread-safe: a step's workers and the queries allocate side by side. */
+enum { TRACK_MAX = 1 << 16 };
+typedef struct tracker {
+    pthread_mutex_t lock;
+    void *ptr[TRACK_MAX];
+    size_t size[TRACK_MAX];
+    size_t live, allocs, frees, faults, refuse_after; /* refuse_after: fail allocs past this */
+} tracker;
+
+static void *track_alloc(size_t size, size_t alignment, void *user) {
+    tracker *t = user;
+    pthread_mutex_lock(&t->lock);
+    void *p = NULL;
+    if (t->allocs < t->refuse_after && t->live < TRACK_MAX) {
+        p = aligned_alloc(alignment, size);
+        if (p) {
+            if ((uintptr_t)p % alignment != 0 || alignment < 64 || size % alignment != 0)
+                t->faults++;
+            t->ptr[t->live] = p;
+            t->size[t->live++] = size;
+            t->allocs++;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return p;
+}
+
+static void track_free(void *ptr, size_t size, void *user) {
+    tracker *t = user;
+    pthread_mutex_lock(&t->lock);
+    size_t i = 0;
+    while (i < t->live && t->ptr[i] != ptr) i++;
+    if (ptr == NULL || i == t->live || t->size[i] != size) {
+        t->faults++;
+    } else {
+        t->ptr[i] = t->ptr[t->live - 1];
+        t->size[i] = t->size[--t->live];
+        t->frees++;
+        free(ptr);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A world with its own allocator does everything a world does (steps with moves, statics,
+ * filters and events; single and batched queries), gives byte for byte the pairs of a world on
+ * the C library's allocator, and every allocation it makes is the allocator's: the world's
+ * count of allocations equals the allocator's, every block comes back (with its size) when the
+ * world is destroyed, and none is misaligned. Every method, 1 and 3 threads. */
+TEST(user_allocator_sees_every_allocation) {
+    static tracker t; /* large: not on the stack */
+    pthread_mutex_init(&t.lock, NULL);
+    static const broadphase_method methods[] = {BROADPHASE_METHOD_KDTREE, BROADPHASE_METHOD_OCTREE,
+                                                BROADPHASE_METHOD_BRUTE_FORCE};
+    for (size_t m = 0; m < 3; m++) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            TEST_CONTEXT("method %d threads %d", (int)methods[m], threads);
+            t.live = t.allocs = t.frees = t.faults = 0;
+            t.refuse_after = SIZE_MAX;
+            scene s;
+            REQUIRE(scene_make(&s, SCENE_SHAPES, 3000, 11));
+            broadphase_config c = broadphase_config_default(3);
+            c.method = methods[m];
+            c.threads = threads;
+            c.pair_events = true;
+            broadphase_world *plain = NULL, *mine = NULL;
+            REQUIRE(broadphase_create(&c, &plain) == BROADPHASE_OK);
+            c.allocator = (broadphase_allocator){track_alloc, track_free, &t};
+            REQUIRE(broadphase_create(&c, &mine) == BROADPHASE_OK);
+            uint32_t *ids = malloc(s.count * sizeof *ids), *ids2 = malloc(s.count * sizeof *ids);
+            CHECK_EQ_INT(scene_add_to_world(&s, plain, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(scene_add_to_world(&s, mine, ids2), BROADPHASE_OK);
+            for (int f = 0; f < 12; f++) {
+                if (f == 4) {
+                    CHECK_EQ_INT(broadphase_set_static(plain, s.count / 3, ids, true), 0);
+                    CHECK_EQ_INT(broadphase_set_static(mine, s.count / 3, ids2, true), 0);
+                }
+                broadphase_pairs a, b;
+                CHECK_EQ_INT(broadphase_step(plain, &a), BROADPHASE_OK);
+                CHECK_EQ_INT(broadphase_step(mine, &b), BROADPHASE_OK);
+                CHECK_EQ_INT(a.count, b.count);
+                CHECK(a.count == b.count &&
+                      (a.count == 0 || memcmp(a.data, b.data, a.count * sizeof *a.data) == 0));
+                scene_advance(&s);
+                CHECK_EQ_INT(scene_move_in_world(&s, plain, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(scene_move_in_world(&s, mine, ids2), BROADPHASE_OK);
+            }
+            /* Queries on the moved world: a box over everything (past the stack's room for
+             * results), and a batch of nearest searches. */
+            float lo[3] = {-1e6f, -1e6f, -1e6f}, hi[3] = {1e6f, 1e6f, 1e6f};
+            size_t got = 0, want = 0;
+            uint32_t *out = malloc(s.count * sizeof *out);
+            CHECK_EQ_INT(broadphase_query_box(plain, lo, hi, out, s.count, &want), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_query_box(mine, lo, hi, out, s.count, &got), BROADPHASE_OK);
+            CHECK_EQ_INT(got, want);
+            enum { Q = 600, K = 4 };
+            static float px[Q], py[Q], pz[Q];
+            static uint32_t near_ids[Q * K];
+            static size_t near_counts[Q];
+            for (size_t q = 0; q < Q; q++) px[q] = py[q] = pz[q] = (float)q;
+            broadphase_points pts = {px, py, pz};
+            size_t bad = 0;
+            CHECK_EQ_INT(
+                broadphase_nearest_many(mine, Q, &pts, K, near_ids, NULL, near_counts, &bad),
+                BROADPHASE_OK);
+            broadphase_stats st;
+            CHECK_EQ_INT(broadphase_get_stats(mine, &st), BROADPHASE_OK);
+            pthread_mutex_lock(&t.lock);
+            CHECK_EQ_INT(st.allocations, t.allocs);
+            CHECK(t.live > 0);
+            pthread_mutex_unlock(&t.lock);
+            broadphase_destroy(mine);
+            broadphase_destroy(plain);
+            CHECK_EQ_INT(t.live, 0);
+            CHECK_EQ_INT(t.frees, t.allocs);
+            CHECK_EQ_INT(t.faults, 0);
+            free(out);
+            free(ids);
+            free(ids2);
+            scene_free(&s);
+        }
+    }
+    pthread_mutex_destroy(&t.lock);
+}
+
+/* An allocator that has nothing to give: create reports out of memory and leaves nothing
+ * behind; one that fails later makes the calls that needed it report out of memory. A config
+ * with one of alloc and free set is refused. */
+TEST(user_allocator_out_of_memory_and_bad_config) {
+    static tracker t;
+    pthread_mutex_init(&t.lock, NULL);
+    broadphase_config c = broadphase_config_default(3);
+    c.allocator = (broadphase_allocator){track_alloc, track_free, &t};
+    broadphase_world *w = NULL;
+    t.live = t.allocs = t.frees = t.faults = 0;
+    t.refuse_after = 0;
+    CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_ERROR_OUT_OF_MEMORY);
+    CHECK(w == NULL);
+    CHECK_EQ_INT(t.live, 0);
+    /* Room for the world and a little more: adding many objects runs out. */
+    t.refuse_after = 2;
+    REQUIRE(broadphase_create(&c, &w) == BROADPHASE_OK);
+    enum { N = 5000 };
+    static float x[N], y[N], z[N], x1[N], y1[N], z1[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = y[i] = z[i] = (float)i;
+        x1[i] = y1[i] = z1[i] = (float)i + 0.5f;
+    }
+    broadphase_boxes b = {x, y, z, x1, y1, z1};
+    static uint32_t ids[N];
+    CHECK_EQ_INT(broadphase_add_boxes(w, N, &b, ids), BROADPHASE_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_INT(broadphase_object_count(w), 0);
+    broadphase_destroy(w);
+    CHECK_EQ_INT(t.live, 0);
+    CHECK_EQ_INT(t.faults, 0);
+    broadphase_config half = broadphase_config_default(3);
+    half.allocator.alloc = track_alloc;
+    CHECK_EQ_INT(broadphase_create(&half, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+    half.allocator = (broadphase_allocator){NULL, track_free, &t};
+    CHECK_EQ_INT(broadphase_create(&half, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+    pthread_mutex_destroy(&t.lock);
 }
 
 /* ---- status strings and SIMD level ----------------------------------------------------------- */

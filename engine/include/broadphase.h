@@ -76,6 +76,19 @@ typedef enum broadphase_update_policy {
     BROADPHASE_UPDATE_REFIT,   /* keep the structure; re-home moved objects */
 } broadphase_update_policy;
 
+/* Where a world's memory comes from (broadphase_config.allocator). alloc returns `size` bytes
+ * aligned to `alignment` (a power of two, at least 64), or NULL when out of memory; free gives
+ * back a block that alloc returned, with the size alloc was asked for (ptr is never NULL). Both
+ * may be called from several threads at once (a step's workers, queries side by side), and
+ * from inside broadphase_destroy. Every allocation a world makes goes through it, the world
+ * itself included; what the threading runtime (OpenMP) allocates for itself, its thread pool
+ * and stacks, does not. */
+typedef struct broadphase_allocator {
+    void *(*alloc)(size_t size, size_t alignment, void *user);
+    void (*free)(void *ptr, size_t size, void *user);
+    void *user;
+} broadphase_allocator;
+
 typedef struct broadphase_config {
     int dimensions;                  /* 2 or 3 */
     broadphase_method method;        /* default BROADPHASE_METHOD_KDTREE */
@@ -111,6 +124,9 @@ typedef struct broadphase_config {
      * changes goes back into the tree. 0 turns this off. Default 0.125; range 0..1. Brute force
      * ignores it. */
     float rest_share;
+    /* The world's allocator; all NULL (the default) means the C library's. alloc and free are
+     * set together or not at all (else BROADPHASE_ERROR_INVALID_CONFIG). */
+    broadphase_allocator allocator;
 } broadphase_config;
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
