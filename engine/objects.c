@@ -275,10 +275,12 @@ static broadphase_status check_ids(broadphase_world *w, size_t count, const uint
     return BROADPHASE_OK;
 }
 
-/* The ids of a batch that changes objects: NULL is an argument error, else as check_ids. */
+/* The ids of a batch that changes objects: NULL, or more ids than live objects (they could not
+ * all be live and distinct; the array is not read), is an argument error, else as check_ids. */
 static broadphase_status check_id_batch(broadphase_world *w, size_t count, const uint32_t *ids,
                                         size_t *bad) {
-    return ids ? check_ids(w, count, ids, bad) : BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!ids || count > w->store.live_count) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    return check_ids(w, count, ids, bad);
 }
 
 /* A move batch names its first bad element, whether its id or its values are at fault (an id
@@ -490,6 +492,8 @@ broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
     if (count > 0) {
         if (!boxes || !ids_out)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else if (count > w->config.max_objects - w->store.live_count)
+            s = BROADPHASE_ERROR_CAPACITY;
         else
             s = check_boxes(w, count, boxes, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
@@ -509,6 +513,8 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
     if (count > 0) {
         if (!spheres || !ids_out)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+        else if (count > w->config.max_objects - w->store.live_count)
+            s = BROADPHASE_ERROR_CAPACITY;
         else
             s = check_spheres(w, count, spheres, &bad);
         if (s == BROADPHASE_OK) s = add_ids(w, count, ids_out);
@@ -547,7 +553,7 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
     if (count > 0) {
-        if (!boxes || !ids)
+        if (!boxes || !ids || count > w->store.live_count)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
             s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
@@ -571,7 +577,7 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
     if (count > 0) {
-        if (!spheres || !ids)
+        if (!spheres || !ids || count > w->store.live_count)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
             s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
@@ -595,7 +601,7 @@ broadphase_status broadphase_set_filters(broadphase_world *w, size_t count, cons
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!ids || !filters)
+        if (!ids || !filters || count > w->store.live_count)
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
             s = check_ids(w, count, ids, &bad);

@@ -335,8 +335,8 @@ static broadphase_status rows_batch(const broadphase_world *w, batch_kind kind, 
                                     size_t capacity, size_t *total, size_t *bad_index) {
     *bad_index = SIZE_MAX;
     *total = 0;
-    if (!offsets || (!dst && capacity > 0) || (count > 0 && !input) ||
-        (count > 0 && !batch_input_ok(w, kind, input)))
+    if (!offsets || (!dst && capacity > 0) || count > BROADPHASE_MAX_BATCH ||
+        (count > 0 && !input) || (count > 0 && !batch_input_ok(w, kind, input)))
         return BROADPHASE_ERROR_INVALID_ARGUMENT;
     batch b = {
         .w = w, .kind = kind, .input = input, .count = count, .offsets = offsets, .dst = dst};
@@ -379,7 +379,8 @@ broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t 
     broadphase_status s = query_check_world(w);
     if (s != BROADPHASE_OK) return s;
     size_t bad = SIZE_MAX;
-    if (count > 0 && (!rays || !hits_out || !batch_input_ok(w, BATCH_CLOSEST, rays))) {
+    if (count > 0 && (!rays || !hits_out || count > BROADPHASE_MAX_BATCH ||
+                      !batch_input_ok(w, BATCH_CLOSEST, rays))) {
         s = BROADPHASE_ERROR_INVALID_ARGUMENT;
     } else {
         batch b = {
@@ -398,8 +399,9 @@ broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t coun
     broadphase_status s = query_check_world(w);
     if (s != BROADPHASE_OK) return s;
     size_t bad = SIZE_MAX;
-    if (count > 0 && (!points || !counts_out || (k > 0 && !ids_out) ||
-                      !batch_input_ok(w, BATCH_NEAREST, points))) {
+    if (count > 0 &&
+        (!points || !counts_out || (k > 0 && !ids_out) || count > BROADPHASE_MAX_BATCH ||
+         (k > 0 && k > SIZE_MAX / 4 / count) || !batch_input_ok(w, BATCH_NEAREST, points))) {
         s = BROADPHASE_ERROR_INVALID_ARGUMENT;
     } else {
         batch b = {.w = w,

@@ -41,6 +41,7 @@ static bool config_valid(const broadphase_config *c) {
     if (!(c->looseness >= 1.0f && c->looseness <= 4.0f)) return false;
     if (!(c->rest_share >= 0.0f && c->rest_share <= 1.0f)) return false;
     if (!c->allocator.alloc != !c->allocator.free) return false;
+    if (c->max_objects > BROADPHASE_MAX_OBJECTS) return false;
     return true;
 }
 
@@ -58,6 +59,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     w->config = *config;
     w->method = method_for(config->method);
     if (w->config.leaf_size == 0) w->config.leaf_size = (int)w->method->leaf_size;
+    if (w->config.max_objects == 0) w->config.max_objects = BROADPHASE_MAX_OBJECTS;
     w->workers = threads_resolve(config->threads);
     w->last_error_index = SIZE_MAX;
     w->store.free_sorted = true;

@@ -38,6 +38,19 @@ ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/asan" -j "$jobs" --output-on-failure
 
+echo "== fuzzing: the call-sequence fuzzer on its seed corpus, bounded (libFuzzer, clang) =="
+# Coverage-guided, address + undefined sanitizers, for FUZZ_SECONDS (default 90); new inputs go
+# to the build tree, not the source tree. A finding stops the run; keep it in
+# tests/fuzz/regressions (fuzz_replay, a ctest test, replays it in every configuration).
+CC=clang CXX=clang++ cmake -S . -B "$root/fuzz" -DBROADPHASE_WERROR=ON -DBROADPHASE_SANITIZE=address \
+    -DBROADPHASE_FUZZ=ON -DBROADPHASE_BENCHMARKS=OFF -DBROADPHASE_PEERS=OFF >/dev/null
+cmake --build "$root/fuzz" -j "$jobs" --target fuzz_calls
+mkdir -p "$root/fuzz/corpus"
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+    "$root/fuzz/fuzz_calls" -max_total_time="${FUZZ_SECONDS:-90}" -timeout=20 -rss_limit_mb=4096 \
+    -artifact_prefix="$root/fuzz/" -print_final_stats=1 \
+    "$root/fuzz/corpus" tests/fuzz/corpus 2>&1 | tail -n 25
+
 echo "== thread sanitizer (clang + libomp + Archer) =="
 archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$archer" ]; then

@@ -795,7 +795,7 @@ TEST(user_allocator_out_of_memory_and_bad_config) {
 /* ---- status strings and SIMD level ----------------------------------------------------------- */
 
 TEST(status_strings) {
-    const int last = BROADPHASE_ERROR_BUFFER_TOO_SMALL;
+    const int last = BROADPHASE_ERROR_CAPACITY;
     for (int i = 0; i <= last; i++) {
         TEST_CONTEXT("status %d", i);
         const char *s = broadphase_status_string((broadphase_status)i);
@@ -1145,6 +1145,106 @@ TEST(bad_input_large_batches) {
     free(col);
     free(ids);
     free(batch);
+}
+
+/* config.max_objects: an add that would pass it is refused whole (CAPACITY, no element named,
+ * nothing changed); removing makes room again, and ids stay below the cap. Past the id space the
+ * config itself is invalid. */
+TEST(object_cap) {
+    for (int spheres = 0; spheres < 2; spheres++) {
+        broadphase_config c = broadphase_config_default(3);
+        c.max_objects = 10;
+        broadphase_world *w = NULL;
+        REQUIRE(broadphase_create(&c, &w) == BROADPHASE_OK);
+        float zero[16] = {0}, one[16];
+        for (int i = 0; i < 16; i++) one[i] = 1.0f;
+        broadphase_boxes b = {zero, zero, zero, one, one, one};
+        broadphase_spheres sp = {zero, zero, zero, one};
+        uint32_t ids[16];
+#define ADD(n)                                                                                     \
+    (spheres ? broadphase_add_spheres(w, (n), &sp, ids) : broadphase_add_boxes(w, (n), &b, ids))
+        TEST_CONTEXT("%s", spheres ? "spheres" : "boxes");
+        CHECK_EQ_INT(ADD(11), BROADPHASE_ERROR_CAPACITY);
+        CHECK_EQ_INT(broadphase_last_error_index(w), SIZE_MAX);
+        CHECK_EQ_INT(broadphase_object_count(w), 0);
+        CHECK_EQ_INT(ADD(8), BROADPHASE_OK);
+        CHECK_EQ_INT(ADD(3), BROADPHASE_ERROR_CAPACITY);
+        CHECK_EQ_INT(ADD(SIZE_MAX), BROADPHASE_ERROR_CAPACITY); /* the arrays are not read */
+        CHECK_EQ_INT(broadphase_object_count(w), 8);
+        CHECK_EQ_INT(ADD(2), BROADPHASE_OK);
+        CHECK_EQ_INT(ADD(1), BROADPHASE_ERROR_CAPACITY);
+        uint32_t gone[2] = {3, 7};
+        CHECK_EQ_INT(broadphase_remove(w, 2, gone), BROADPHASE_OK);
+        CHECK_EQ_INT(ADD(2), BROADPHASE_OK);
+        CHECK(ids[0] == 3 && ids[1] == 7);
+        broadphase_pairs p;
+        CHECK_EQ_INT(broadphase_step(w, &p), BROADPHASE_OK);
+        CHECK_EQ_INT(p.count, 45); /* ten objects all at the same place */
+        CHECK_EQ_INT(ADD(1), BROADPHASE_ERROR_CAPACITY);
+        CHECK_EQ_INT(broadphase_object_count(w), 10);
+#undef ADD
+        broadphase_destroy(w);
+    }
+    TEST_CONTEXT("config");
+    broadphase_config c = broadphase_config_default(2);
+    c.max_objects = BROADPHASE_MAX_OBJECTS;
+    broadphase_world *w = NULL;
+    CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_OK);
+    broadphase_destroy(w);
+    w = NULL;
+    c.max_objects = BROADPHASE_MAX_OBJECTS + 1;
+    CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+    CHECK(w == NULL);
+    c.max_objects = SIZE_MAX;
+    CHECK_EQ_INT(broadphase_create(&c, &w), BROADPHASE_ERROR_INVALID_CONFIG);
+}
+
+/* A batch longer than the live objects cannot hold distinct live ids: refused before any of its
+ * arrays is read (so SIZE_MAX with short arrays is safe), naming no element; the same for a
+ * query batch past BROADPHASE_MAX_BATCH or a nearest batch whose count * k cannot fit. */
+TEST(overlong_batches_refused_unread) {
+    broadphase_config cfg = broadphase_config_default(3);
+    cfg.threads = 2;
+    broadphase_world *w = NULL;
+    REQUIRE(broadphase_create(&cfg, &w) == BROADPHASE_OK);
+    float zero[4] = {0}, one[4] = {1, 1, 1, 1};
+    broadphase_boxes b = {zero, zero, zero, one, one, one};
+    broadphase_spheres sp = {zero, zero, zero, one};
+    uint32_t ids[4];
+    REQUIRE(broadphase_add_boxes(w, 3, &b, ids) == BROADPHASE_OK);
+    broadphase_filter f[4] = {{1, 1, 0}};
+    const size_t counts[] = {4, 1000, SIZE_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = counts[i];
+        TEST_CONTEXT("count %zu", n);
+        CHECK_EQ_INT(broadphase_move_boxes(w, n, ids, &b), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_last_error_index(w), SIZE_MAX);
+        CHECK_EQ_INT(broadphase_move_spheres(w, n, ids, &sp), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_remove(w, n, ids), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_set_filters(w, n, ids, f), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_set_static(w, n, ids, true), BROADPHASE_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(broadphase_last_error_index(w), SIZE_MAX);
+        CHECK_EQ_INT(broadphase_object_count(w), 3);
+    }
+    CHECK_EQ_INT(broadphase_remove(w, 3, ids), BROADPHASE_OK); /* exactly the live ones */
+    size_t offsets[4];
+    uint32_t out[4];
+    size_t nc[4];
+    broadphase_id_rows rows = {offsets, out, 4, 0, 0};
+    broadphase_ray_hit hits[4];
+    broadphase_points pts = {zero, zero, zero};
+    CHECK_EQ_INT(broadphase_query_boxes(w, SIZE_MAX, &b, &rows), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_query_spheres(w, BROADPHASE_MAX_BATCH + 1, &sp, &rows),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    broadphase_rays rays = {zero, zero, zero, one, one, one, one};
+    CHECK_EQ_INT(broadphase_raycasts_closest(w, SIZE_MAX, &rays, hits, NULL),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_nearest_many(w, SIZE_MAX, &pts, 1, out, NULL, nc, NULL),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_nearest_many(w, 2, &pts, SIZE_MAX / 4, out, NULL, nc, NULL),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_nearest_many(w, 2, &pts, 2, out, NULL, nc, NULL), BROADPHASE_OK);
+    broadphase_destroy(w);
 }
 
 TEST(bad_input_repeated_id) {

@@ -53,7 +53,8 @@ typedef struct broadphase_world broadphase_world;
     X(BROADPHASE_ERROR_UNKNOWN_ID, "unknown id (never issued, or removed)")                        \
     X(BROADPHASE_ERROR_OUT_OF_MEMORY, "out of memory")                                             \
     X(BROADPHASE_ERROR_BUSY, "world is busy (mutation while a step is running)")                   \
-    X(BROADPHASE_ERROR_BUFFER_TOO_SMALL, "result buffer too small")
+    X(BROADPHASE_ERROR_BUFFER_TOO_SMALL, "result buffer too small")                                \
+    X(BROADPHASE_ERROR_CAPACITY, "too many objects (config.max_objects, at most 2^32 - 2)")
 
 typedef enum broadphase_status {
 #define BROADPHASE_STATUS_ENUM_(name, text) name,
@@ -127,7 +128,15 @@ typedef struct broadphase_config {
     /* The world's allocator; all NULL (the default) means the C library's. alloc and free are
      * set together or not at all (else BROADPHASE_ERROR_INVALID_CONFIG). */
     broadphase_allocator allocator;
+    /* The most objects the world may hold at once; an add that would pass it returns
+     * BROADPHASE_ERROR_CAPACITY and changes nothing. Ids are uint32_t and handed out lowest-free
+     * first, so every id stays below this limit; UINT32_MAX is never an id (BROADPHASE_NO_HIT).
+     * 0 (the default) means the whole id space, BROADPHASE_MAX_OBJECTS; more is an invalid
+     * config. */
+    size_t max_objects;
 } broadphase_config;
+
+#define BROADPHASE_MAX_OBJECTS ((size_t)UINT32_MAX - 1)
 
 /* Defaults for a 2D or 3D world; dimensions other than 2 or 3 are kept so create() rejects them. */
 BROADPHASE_API broadphase_config broadphase_config_default(int dimensions);
@@ -147,9 +156,13 @@ typedef struct broadphase_spheres {
 } broadphase_spheres;
 
 /* Every call validates the whole batch first; on error nothing changes and
- * broadphase_last_error_index() names the first bad element. Ids are handed out lowest-free
- * first, so objects added in one call to an empty world get ids 0..count-1 in order; a removed
- * id may be reused. Moving an object with the other kind's call changes its shape. */
+ * broadphase_last_error_index() names the first bad element. A count of 0 does nothing. The
+ * arrays are read only after the count is checked against what the world could hold: an add of
+ * more objects than config.max_objects leaves room for is BROADPHASE_ERROR_CAPACITY, and a move,
+ * remove, set_filters or set_static batch longer than the live objects (its ids must be live and
+ * distinct) is BROADPHASE_ERROR_INVALID_ARGUMENT, both naming no element. Ids are handed out
+ * lowest-free first, so objects added in one call to an empty world get ids 0..count-1 in order; a
+ * removed id may be reused. Moving an object with the other kind's call changes its shape. */
 BROADPHASE_API broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
                                                       const broadphase_boxes *boxes,
                                                       uint32_t *ids_out);
@@ -184,7 +197,7 @@ typedef struct broadphase_pairs {
  * counts). The pair array is owned by the world and valid until the next mutating call or step.
  * pairs_out may be NULL (then the pairs are still available from broadphase_last_pairs). */
 BROADPHASE_API broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
-/* The pairs of the last successful step (empty before the first step). */
+/* The pairs of the last step: empty before the first step and after a failed one. */
 BROADPHASE_API broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
 
 /* Collision filtering. Every object has a category (the bits it belongs to), a mask (the
@@ -412,8 +425,12 @@ BROADPHASE_API broadphase_status broadphase_nearest(const broadphase_world *w, c
  * whole batch is checked first: on bad input nothing is written and bad_index names the first
  * bad query. offsets (count + 1 entries) is always filled on success and on
  * BUFFER_TOO_SMALL (total > capacity), when the result array is not written, so that the caller
- * can size it and call again. Batches allocate working memory for the call and free it. */
+ * can size it and call again. Batches allocate working memory for the call and free it. A batch
+ * holds at most BROADPHASE_MAX_BATCH queries, and a nearest batch's count * k entries must fit
+ * in memory (count * k * 4 bytes): past that, BROADPHASE_ERROR_INVALID_ARGUMENT before any
+ * input is read. */
 #define BROADPHASE_NO_HIT UINT32_MAX
+#define BROADPHASE_MAX_BATCH ((size_t)UINT32_MAX)
 
 typedef struct broadphase_id_rows {
     size_t *offsets;  /* count + 1 entries */
