@@ -227,6 +227,7 @@ static void batch_copy_chunk(size_t c, int worker, void *p) {
            end = first + BATCH_CHUNK < b->count ? first + BATCH_CHUNK : b->count;
     const batch_worker *k = &b->workers[b->chunk_worker[c]];
     size_t elem = k->buf.elem;
+    if (!k->buf.data) return; /* its worker found nothing at all (no offset from NULL) */
     const char *src = (const char *)k->buf.data + b->chunk_start[c] * elem;
     if (!b->order) {
         size_t n = b->offsets[end] - b->offsets[first];

@@ -418,6 +418,14 @@ TEST(predicates_by_hand) {
     float away[3] = {-1, 0, 0};
     qm_ray_init(&r, zero, away, 100.0, 3);
     CHECK(!qm_ray_sphere(&r, c, 1.0f, 3, 100.0, &t));
+    /* Huge origin and direction along z (the fuzzer's finding): the textbook discriminant
+     * cancels and "hits" a sphere 40 units off the line; the line through its centre hits. */
+    float far_o[3] = {45.0f, 0.0f, -1e37f}, far_d[3] = {0.0f, 0.0f, 4e37f}, ball[3] = {5, 0, 0};
+    qm_ray_init(&r, far_o, far_d, 1.0, 3);
+    CHECK(!qm_ray_sphere(&r, ball, 10.0f, 3, 1.0, &t));
+    far_o[0] = 5.0f;
+    qm_ray_init(&r, far_o, far_d, 1.0, 3);
+    CHECK(qm_ray_sphere(&r, ball, 10.0f, 3, 1.0, &t) && fabs(t - 0.25) < 1e-9);
     float p[3] = {4, 1.5f, 1.5f};
     CHECK(qm_box_dist2(p, lo, hi, 3) == 4.0);
     CHECK(qm_box_far2(p, lo, hi, 3) == 9.0 + 0.25 + 0.25);
