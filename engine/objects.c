@@ -490,7 +490,7 @@ broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!boxes || !ids_out)
+        if (!boxes || !ids_out || !boxes_present(w, boxes))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else if (count > w->config.max_objects - w->store.live_count)
             s = BROADPHASE_ERROR_CAPACITY;
@@ -511,7 +511,7 @@ broadphase_status broadphase_add_spheres(broadphase_world *w, size_t count,
     broadphase_status s = BROADPHASE_OK;
     size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!spheres || !ids_out)
+        if (!spheres || !ids_out || !spheres_present(w, spheres))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else if (count > w->config.max_objects - w->store.live_count)
             s = BROADPHASE_ERROR_CAPACITY;
