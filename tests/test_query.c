@@ -235,8 +235,23 @@ typedef struct reader {
     int seed;
     size_t sum; /* of all results: compared with the single-threaded run */
     int errors;
+    const scene *sc; /* when set, the box queries' counts are checked against the scene */
 } reader;
 
+/* The scene's objects that overlap the closed box, by the exact predicates. */
+static size_t scene_box_count(const scene *sc, const float lo[3], const float hi[3]) {
+    size_t n = 0;
+    for (size_t i = 0; i < sc->count; i++) {
+        float mn[3], mx[3], c[3], r;
+        scene_object(sc, i, mn, mx, c, &r);
+        n += sc->is_sphere[i] ? simd_pair_box_sphere(lo, hi, c, r, 3)
+                              : simd_pair_box_box(lo, hi, mn, mx, 3);
+    }
+    return n;
+}
+
+/* Every read-only call a reader may make while no step or mutation runs: single and batched
+ * queries, and the accessors. */
 static void *read_world(void *p) {
     reader *r = p;
     uint64_t rng = (uint64_t)r->seed;
@@ -251,19 +266,44 @@ static void *read_world(void *p) {
         size_t n = 0;
         r->errors += broadphase_query_box(r->w, lo, hi, ids, 2048, &n) != BROADPHASE_OK;
         r->sum += n * 7 + (n ? ids[0] : 0);
+        if (r->sc && n != scene_box_count(r->sc, lo, hi)) r->errors++;
         r->errors += broadphase_query_sphere(r->w, c, 3.0f, ids, 2048, &n) != BROADPHASE_OK;
         r->sum += n * 5;
         r->errors += broadphase_raycast(r->w, c, d, 10.0f, hits, 2048, &n) != BROADPHASE_OK;
         r->sum += n * 3 + (n ? hits[0].id : 0);
         r->errors += broadphase_nearest(r->w, c, 8, ids, d2, &n) != BROADPHASE_OK;
         r->sum += n ? ids[0] + ids[n - 1] : 0;
+        broadphase_filter f;
+        bool is_static;
+        r->errors += broadphase_get_filter(r->w, (uint32_t)i, &f) != BROADPHASE_OK;
+        r->errors += broadphase_get_static(r->w, (uint32_t)i, &is_static) != BROADPHASE_OK;
+        r->sum += f.category + is_static + broadphase_object_count(r->w) +
+                  broadphase_last_pairs(r->w).count;
+        if (i % 25 == 0) { /* batches: 8 boxes and 8 nearest points around c */
+            float col[6][8];
+            for (int q = 0; q < 8; q++)
+                for (int k = 0; k < 3; k++) {
+                    col[k][q] = c[k] - 1.0f - (float)q * 0.5f;
+                    col[3 + k][q] = c[k] + 1.0f + (float)q * 0.5f;
+                }
+            broadphase_boxes b = {col[0], col[1], col[2], col[3], col[4], col[5]};
+            size_t offsets[9], counts[8];
+            broadphase_id_rows rows = {offsets, ids, 2048, 0, 0};
+            r->errors += broadphase_query_boxes(r->w, 8, &b, &rows) != BROADPHASE_OK;
+            r->sum += rows.total * 11 + (rows.total ? ids[rows.total - 1] : 0);
+            broadphase_points pts = {col[0], col[1], col[2]};
+            r->errors += broadphase_nearest_many(r->w, 8, &pts, 4, ids, NULL, counts, NULL) !=
+                         BROADPHASE_OK;
+            for (int q = 0; q < 8; q++) r->sum += counts[q] * 13 + ids[q * 4];
+        }
     }
     return NULL;
 }
 
-/* Four threads query one world at once, right after changes that the first query must catch
- * up with: under ThreadSanitizer this checks the lazy catch-up and the walks for races; the
- * results must equal a single thread's. */
+/* Four threads query one world at once (every read-only call: single and batched queries, the
+ * accessors), right after changes that the first query must catch up with: under
+ * ThreadSanitizer this checks the lazy catch-up, the walks and the batches for races; the
+ * results must equal a single thread's, whose box queries are checked against the scene. */
 TEST(concurrent_queries) {
     scene sc;
     REQUIRE(scene_make(&sc, SCENE_SHAPES, 2000, 31));
@@ -278,16 +318,17 @@ TEST(concurrent_queries) {
             scene_advance(&sc); /* moves every object: the structures are all stale */
             CHECK_EQ_INT(scene_move_in_world(&sc, w, ids), BROADPHASE_OK);
             if (round == 2) step_ok(w);
-            reader solo = {w, 100, 0, 0};
+            reader solo = {w, 100, 0, 0, &sc};
             reader many[4];
             pthread_t th[4];
             for (int i = 0; i < 4; i++) {
-                many[i] = (reader){w, 100, 0, 0};
+                many[i] = (reader){w, 100, 0, 0, NULL};
                 CHECK(pthread_create(&th[i], NULL, read_world, &many[i]) == 0);
             }
             for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
-            read_world(&solo);
+            read_world(&solo); /* afterwards, checked against the scene */
             CHECK(solo.sum > 0);
+            CHECK_EQ_INT(solo.errors, 0);
             for (int i = 0; i < 4; i++) {
                 CHECK_EQ_INT(many[i].errors, 0);
                 CHECK_EQ_INT(many[i].sum, solo.sum);
