@@ -4,6 +4,7 @@
 #include "broadphase.h"
 #include "machine.h"
 #include "scenes.h"
+#include "soak.h"
 #include "svg.h"
 #include "../simd/overlap.h"
 
@@ -46,6 +47,10 @@ typedef struct options {
     const char *svg_path;
     svg_options svg;
     bool svg_plane_set;
+    /* --soak: churn, sampled and full checks, memory held (perf/soak.h) */
+    bool soak;
+    size_t soak_sample;
+    const char *soak_csv;
 } options;
 
 static const char *const method_names[] = {
@@ -66,51 +71,62 @@ static void usage(FILE *out) {
     for (int k = 0; k < SCENE_KIND_COUNT; k++) {
         fprintf(out, "%s%s", scene_name((scene_kind)k), k + 1 < SCENE_KIND_COUNT ? " " : "\n");
     }
-    fprintf(out,
-            "  --n N                 objects (default 100000; 1e6 is accepted)\n"
-            "  --frames F            frames to step (default 100)\n"
-            "  --method M            kdtree | octree | brute (default kdtree)\n"
-            "  --threads T           worker threads, 0 = all hardware threads (default 0)\n"
-            "  --update U            auto | rebuild | refit (default auto)\n"
-            "  --seed S              scene seed (default 1)\n"
-            "  --leaf-size L         kd-tree leaf capacity; octree: a node splits above L objects\n"
-            "                        (default: the library's)\n"
-            "  --max-depth D         tree depth limit, root = 0 (default: the library's)\n"
-            "  --rebuild-threshold X AUTO rebuild factor (default: the library's)\n"
-            "  --looseness F         octree cell enlargement, 1 = strict (default: the library's,\n"
-            "                        1.5); passed to the library as is, which accepts 1..4\n"
-            "  --check               compare every frame with brute force; exit 1 on a difference\n"
-            "  --check-full-limit N  up to N objects the check steps a second, brute-force world\n"
-            "                        and compares everything (default %d); above, it samples\n"
-            "  --check-sample K      objects per frame whose pairs the sampled check recomputes\n"
-            "                        with the exact predicates (default 1000)\n"
-            "  --quiet               no per-frame lines\n"
-            "  --events              pair events on (config.pair_events; their merge is part of\n"
-            "                        the step): counts of pairs begun and ended are printed\n"
-            "  --verbose             per-frame lines even for more than %d frames, and --levels\n"
-            "  --levels              after the summary, the tree level by level as of the last\n"
-            "                        step: nodes, leaves and objects held at each depth\n"
-            "  --svg FILE            after the run, an SVG picture of the world as the last\n"
-            "                        step left it (with --frames 0, after one step): the tree's\n"
-            "                        cells, the static and rest fields' node bounds, the objects\n"
-            "                        (those in a pair outlined in red, joined centre to centre)\n"
-            "                        and a caption; meant for up to a few thousand objects\n"
-            "  --svg-box X0,Y0,X1,Y1 a box query in the picture: the box, its candidates (the\n"
-            "                        objects of the nodes it reaches) and its hits. 3D: either\n"
-            "                        X0,Y0,Z0,X1,Y1,Z1, or 4 numbers on the --svg-plane's axes,\n"
-            "                        the box then spanning the objects along the third axis\n"
-            "  --svg-ray OX,OY,DX,DY[,MAX_T]\n"
-            "                        a ray in the picture: its hits, where it enters each, the\n"
-            "                        first marked; endless without MAX_T. 3D: OX,OY,OZ,DX,DY,DZ\n"
-            "                        [,MAX_T], or 4 or 5 numbers on the plane's axes, the origin\n"
-            "                        then halfway through the objects along the third axis\n"
-            "  --svg-plane P         xy | xz | yz: the plane a 3D world is projected onto, along\n"
-            "                        the third axis (default xy; 2D scenes: xy only)\n"
-            "  --help                this text\n"
-            "exit status: 0 on success; 1 on a failed --check (the first difference is named on\n"
-            "stderr) or a library error; 2 on a bad option or a configuration the library\n"
-            "refuses\n",
-            RUNNER_FULL_CHECK_LIMIT, RUNNER_PER_FRAME_LINES_MAX);
+    fprintf(
+        out,
+        "  --n N                 objects (default 100000; 1e6 is accepted)\n"
+        "  --frames F            frames to step (default 100)\n"
+        "  --method M            kdtree | octree | brute (default kdtree)\n"
+        "  --threads T           worker threads, 0 = all hardware threads (default 0)\n"
+        "  --update U            auto | rebuild | refit (default auto)\n"
+        "  --seed S              scene seed (default 1)\n"
+        "  --leaf-size L         kd-tree leaf capacity; octree: a node splits above L objects\n"
+        "                        (default: the library's)\n"
+        "  --max-depth D         tree depth limit, root = 0 (default: the library's)\n"
+        "  --rebuild-threshold X AUTO rebuild factor (default: the library's)\n"
+        "  --looseness F         octree cell enlargement, 1 = strict (default: the library's,\n"
+        "                        1.5); passed to the library as is, which accepts 1..4\n"
+        "  --check               compare every frame with brute force; exit 1 on a difference\n"
+        "  --check-full-limit N  up to N objects the check steps a second, brute-force world\n"
+        "                        and compares everything (default %d); above, it samples\n"
+        "  --check-sample K      objects per frame whose pairs the sampled check recomputes\n"
+        "                        with the exact predicates (default 1000)\n"
+        "  --quiet               no per-frame lines\n"
+        "  --events              pair events on (config.pair_events; their merge is part of\n"
+        "                        the step): counts of pairs begun and ended are printed\n"
+        "  --verbose             per-frame lines even for more than %d frames, and --levels\n"
+        "  --levels              after the summary, the tree level by level as of the last\n"
+        "                        step: nodes, leaves and objects held at each depth\n"
+        "  --svg FILE            after the run, an SVG picture of the world as the last\n"
+        "                        step left it (with --frames 0, after one step): the tree's\n"
+        "                        cells, the static and rest fields' node bounds, the objects\n"
+        "                        (those in a pair outlined in red, joined centre to centre)\n"
+        "                        and a caption; meant for up to a few thousand objects\n"
+        "  --svg-box X0,Y0,X1,Y1 a box query in the picture: the box, its candidates (the\n"
+        "                        objects of the nodes it reaches) and its hits. 3D: either\n"
+        "                        X0,Y0,Z0,X1,Y1,Z1, or 4 numbers on the --svg-plane's axes,\n"
+        "                        the box then spanning the objects along the third axis\n"
+        "  --svg-ray OX,OY,DX,DY[,MAX_T]\n"
+        "                        a ray in the picture: its hits, where it enters each, the\n"
+        "                        first marked; endless without MAX_T. 3D: OX,OY,OZ,DX,DY,DZ\n"
+        "                        [,MAX_T], or 4 or 5 numbers on the plane's axes, the origin\n"
+        "                        then halfway through the objects along the third axis\n"
+        "  --svg-plane P         xy | xz | yz: the plane a 3D world is projected onto, along\n"
+        "                        the third axis (default xy; 2D scenes: xy only)\n"
+        "  --soak                the soak (moving scene, 3D): every frame 1%% of the objects\n"
+        "                        removed and added again, 0.1%% teleported, 0.05%% made static\n"
+        "                        or not, 0.05%% given a new filter, events on; pairs checked\n"
+        "                        against brute force for --soak-sample objects every frame and\n"
+        "                        in full every 1000 frames, when memory (bytes in use, resident)\n"
+        "                        is sampled: after frame 1000 it must stay within 5%%. Exit 1\n"
+        "                        on a difference or a drift. Uses --n, --frames, --method,\n"
+        "                        --update, --threads, --seed, --quiet\n"
+        "  --soak-sample K       objects checked per frame in the soak (default 16)\n"
+        "  --soak-csv FILE       the soak's memory and step figures every 1000 frames, as CSV\n"
+        "  --help                this text\n"
+        "exit status: 0 on success; 1 on a failed --check (the first difference is named on\n"
+        "stderr) or a library error; 2 on a bad option or a configuration the library\n"
+        "refuses\n",
+        RUNNER_FULL_CHECK_LIMIT, RUNNER_PER_FRAME_LINES_MAX);
 }
 
 static bool parse_count(const char *text, size_t max, size_t *out) {
@@ -155,6 +171,7 @@ static int parse_options(int argc, char **argv, options *o) {
                    .update = BROADPHASE_UPDATE_AUTO,
                    .seed = 1,
                    .check_sample = 1000,
+                   .soak_sample = 16,
                    .check_full_limit = RUNNER_FULL_CHECK_LIMIT};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -177,6 +194,10 @@ static int parse_options(int argc, char **argv, options *o) {
         if (strcmp(arg, "--verbose") == 0) {
             o->verbose = true;
             o->levels = true;
+            continue;
+        }
+        if (strcmp(arg, "--soak") == 0) {
+            o->soak = true;
             continue;
         }
         if (strcmp(arg, "--levels") == 0) {
@@ -242,6 +263,11 @@ static int parse_options(int argc, char **argv, options *o) {
             ok = svg_parse_ray(value, &o->svg);
         } else if (strcmp(name, "--svg-plane") == 0) {
             o->svg_plane_set = ok = svg_parse_plane(value, &o->svg.plane);
+        } else if (strcmp(name, "--soak-sample") == 0) {
+            ok = parse_count(value, 1u << 20, &o->soak_sample);
+        } else if (strcmp(name, "--soak-csv") == 0) {
+            ok = value != NULL;
+            o->soak_csv = value;
         } else if (strcmp(name, "--check-sample") == 0) {
             ok = parse_count(value, SIZE_MAX, &o->check_sample) && o->check_sample > 0;
         } else {
@@ -813,6 +839,21 @@ int main(int argc, char **argv) {
     options o;
     int parsed = parse_options(argc, argv, &o);
     if (parsed) return parsed == 1 ? 0 : 2;
+    if (o.soak) {
+        soak_options so = {.count = o.count,
+                           .frames = o.frames,
+                           .method = o.method,
+                           .update = o.update,
+                           .threads = o.threads,
+                           .seed = o.seed,
+                           .sample = o.soak_sample,
+                           .full_every = 1000,
+                           .warmup = 1000,
+                           .memory_slack = 0.05,
+                           .csv_path = o.soak_csv,
+                           .quiet = o.quiet};
+        return soak_run(&so, stdout);
+    }
 
     double t0 = now_ms();
     scene s;

@@ -292,8 +292,8 @@ static void *read_world(void *p) {
             r->errors += broadphase_query_boxes(r->w, 8, &b, &rows) != BROADPHASE_OK;
             r->sum += rows.total * 11 + (rows.total ? ids[rows.total - 1] : 0);
             broadphase_points pts = {col[0], col[1], col[2]};
-            r->errors += broadphase_nearest_many(r->w, 8, &pts, 4, ids, NULL, counts, NULL) !=
-                         BROADPHASE_OK;
+            r->errors +=
+                broadphase_nearest_many(r->w, 8, &pts, 4, ids, NULL, counts, NULL) != BROADPHASE_OK;
             for (int q = 0; q < 8; q++) r->sum += counts[q] * 13 + ids[q * 4];
         }
     }
