@@ -31,6 +31,10 @@
 #define SOAK_SANITIZED 0
 #endif
 
+/* A changed static flag makes the next step build the trees and the static field anew (a
+ * whole rebuild: broadphase.h), so the flags change every STATIC_EVERY frames, not every frame. */
+#define STATIC_EVERY 50
+
 typedef struct soak {
     const soak_options *o;
     scene s;
@@ -147,13 +151,14 @@ static void teleport(soak *k, size_t i) {
 static bool churn(soak *k) {
     size_t n = k->s.count, m = n / 100 ? n / 100 : 1;
     for (size_t j = 0; j < m; j++) k->order[j] = (uint32_t)pick(k, n);
-    /* distinct: sort and drop repeats */
+    /* distinct: drop repeats (marked in `sampled`, by id, cleared again below) */
     size_t u = 0;
     for (size_t j = 0; j < m; j++) {
-        bool seen = false;
-        for (size_t q = 0; q < u && !seen; q++) seen = k->order[q] == k->order[j];
-        if (!seen) k->order[u++] = k->order[j];
+        uint32_t id = k->id_of[k->order[j]];
+        if (!k->sampled[id]) k->order[u++] = k->order[j];
+        k->sampled[id] = 1;
     }
+    for (size_t j = 0; j < u; j++) k->sampled[k->id_of[k->order[j]]] = 0;
     for (size_t j = 0; j < u; j++) {
         uint32_t i = k->order[j];
         k->ids[j] = k->id_of[i];
@@ -175,10 +180,10 @@ static bool churn(soak *k) {
     return true;
 }
 
-/* Static flags and filters changed on a few objects. */
-static bool toggle(soak *k) {
+/* Static flags (every STATIC_EVERY frames) and filters (every frame) changed on a few objects. */
+static bool toggle(soak *k, size_t frame) {
     size_t n = k->s.count, m = n / 2000 ? n / 2000 : 1;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = frame % STATIC_EVERY == 0 ? 0 : 1; pass < 2; pass++) {
         for (size_t j = 0; j < m; j++) {
             size_t i = pick(k, n);
             uint32_t id = k->id_of[i];
@@ -244,8 +249,18 @@ static bool check_sample(soak *k, const broadphase_pairs *p, size_t frame, FILE 
         size_t i = k->sample[j];
         uint32_t id = k->id_of[i];
         size_t nw = 0, ng = 0;
-        for (size_t o = 0; o < n; o++)
-            if (o != i && may_pair(k, i, o) && overlap(k, i, o)) k->want[nw++] = k->id_of[o];
+        /* The closed box test over the columns (vectorised), then the exact predicate and the
+         * pair rule on the few that pass it. */
+        float lo[3], hi[3];
+        box_of(k, i, lo, hi);
+        const float *x0 = k->s.min[0], *x1 = k->s.max[0], *y0 = k->s.min[1], *y1 = k->s.max[1],
+                    *z0 = k->s.min[2], *z1 = k->s.max[2];
+        for (size_t o = 0; o < n; o++) {
+            bool near = (x0[o] <= hi[0]) & (lo[0] <= x1[o]) & (y0[o] <= hi[1]) & (lo[1] <= y1[o]) &
+                        (z0[o] <= hi[2]) & (lo[2] <= z1[o]);
+            if (near && o != i && may_pair(k, i, o) && overlap(k, i, o))
+                k->want[nw++] = k->id_of[o];
+        }
         for (size_t q = 0; q < ngot; q += 2)
             if (k->got[q] == id) k->order[ng++] = k->got[q + 1];
         qsort(k->want, nw, sizeof *k->want, cmp_u32);
@@ -381,7 +396,7 @@ int soak_run(const soak_options *o, FILE *out) {
     size_t frame = 0;
     for (; frame < o->frames && checks; frame++) {
         /* Flags first: an object made static stops before the scene advances. */
-        bool mutated = toggle(&k);
+        bool mutated = toggle(&k, frame);
         scene_advance(&k.s);
         if (!mutated || !churn(&k) || !push(&k)) {
             fprintf(out, "soak: frame %zu: a mutating call failed\n", frame);
@@ -426,9 +441,11 @@ int soak_run(const soak_options *o, FILE *out) {
             free(w);
         }
         window_start = frame + 1;
-        if (csv)
+        if (csv) {
             fprintf(csv, "%zu,%zu,%zu,%llu,%zu,%.4f\n", frame + 1, st.bytes_in_use, rss,
                     (unsigned long long)st.allocations, p.count, median);
+            fflush(csv);
+        }
         if (!o->quiet)
             fprintf(
                 out,
@@ -457,6 +474,10 @@ int soak_run(const soak_options *o, FILE *out) {
                                                     : "brute",
             n, c.threads, frames_run, total_s, k.churned, k.toggled, (unsigned long long)k.begun,
             (unsigned long long)k.ended);
+    fprintf(out,
+            "soak: %llu rebuilds, %llu refits, %llu static builds, %llu rest builds, %zu nodes\n",
+            (unsigned long long)st.rebuilds, (unsigned long long)st.refits,
+            (unsigned long long)st.static_builds, (unsigned long long)st.rest_builds, st.nodes);
     fprintf(out, "soak: step median %.3f ms, 99th percentile %.3f ms, worst %.3f ms\n",
             frames_run ? k.step_ms[frames_run / 2] : 0.0,
             frames_run ? k.step_ms[(size_t)((double)(frames_run - 1) * 0.99)] : 0.0,

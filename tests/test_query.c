@@ -250,6 +250,11 @@ static size_t scene_box_count(const scene *sc, const float lo[3], const float hi
     return n;
 }
 
+static bool count_node(const broadphase_node *node, void *user) {
+    *(size_t *)user += 1 + node->object_count;
+    return true;
+}
+
 /* Every read-only call a reader may make while no step or mutation runs: single and batched
  * queries, and the accessors. */
 static void *read_world(void *p) {
@@ -279,6 +284,17 @@ static void *read_world(void *p) {
         r->errors += broadphase_get_static(r->w, (uint32_t)i, &is_static) != BROADPHASE_OK;
         r->sum += f.category + is_static + broadphase_object_count(r->w) +
                   broadphase_last_pairs(r->w).count;
+        if (i % 50 == 0) { /* the inspection calls */
+            broadphase_stats st;
+            size_t levels = 0, nodes = 0;
+            broadphase_events ev;
+            r->errors += broadphase_get_stats(r->w, &st) != BROADPHASE_OK;
+            broadphase_status ls = broadphase_get_levels(r->w, NULL, 0, &levels);
+            r->errors += ls != BROADPHASE_OK && ls != BROADPHASE_ERROR_BUFFER_TOO_SMALL;
+            r->errors += broadphase_visit_nodes(r->w, count_node, &nodes) != BROADPHASE_OK;
+            r->errors += broadphase_pair_events(r->w, &ev) != BROADPHASE_ERROR_INVALID_CONFIG;
+            r->sum += st.objects + st.pairs + levels * 17 + nodes * 19;
+        }
         if (i % 25 == 0) { /* batches: 8 boxes and 8 nearest points around c */
             float col[6][8];
             for (int q = 0; q < 8; q++)

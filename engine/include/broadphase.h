@@ -344,8 +344,10 @@ BROADPHASE_API broadphase_status broadphase_visit_nodes(const broadphase_world *
  *
  * Read-only questions about space, answered from the method's structure (the trees, the static
  * field, the objects at rest; brute force tests every object). Any number of threads may query
- * one world at the same time, but never while a step or a mutating call runs on it (that is the
- * caller's error; a query that sees a step running returns BROADPHASE_ERROR_BUSY, but the check
+ * one world at the same time, and call the other read-only functions (broadphase_get_stats,
+ * get_levels, get_filter, get_static, last_pairs, pair_events, object_count, last_error_index,
+ * visit_nodes), but never while a step or a mutating call runs on it (that is the caller's
+ * error; a query that sees a step running returns BROADPHASE_ERROR_BUSY, but the check
  * cannot catch every overlap). Queries see the objects' current shapes: objects changed since
  * the last step (or every object, before the first step and after a failed one) are gathered,
  * once, by the first query after the change, into a small structure of their own; the cost of
