@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs every test in four configurations: release (gcc, warnings as errors), portable
 # (SIMDe baseline kernels, OpenMP off), ThreadSanitizer (clang + libomp + Archer) and
-# AddressSanitizer + UndefinedBehaviorSanitizer (clang, tree invariants checked every step).
+# AddressSanitizer + UndefinedBehaviorSanitizer (clang, tree invariants checked every step);
+# among them the out-of-memory injection (test_faults), the fuzzer's inputs replayed
+# (fuzz_replay) and short soaks (soak_short_*). A fuzzing stage runs the call-sequence fuzzer for
+# FUZZ_SECONDS (default 90) under libFuzzer.
 # After the release tests, a consumer program builds against the release build's install tree
 # (find_package and pkg-config, shared and static) and through add_subdirectory
 # (tests/consumer/run.sh; needs pkg-config).
@@ -37,6 +40,8 @@ CC=clang CXX=clang++ configure_and_build asan -DBROADPHASE_SANITIZE=address \
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/asan" -j "$jobs" --output-on-failure
+# What the out-of-memory injection survived (test_faults prints it; ctest keeps it in its log).
+grep -h "allocations failed and survived" "$root/asan/Testing/Temporary/LastTest.log" || true
 
 echo "== fuzzing: the call-sequence fuzzer on its seed corpus, bounded (libFuzzer, clang) =="
 # Coverage-guided, address + undefined sanitizers, for FUZZ_SECONDS (default 90); new inputs go
