@@ -288,6 +288,17 @@ static inline void drive_expect(drive *d, const char *call, broadphase_status s,
         free(before_.bytes);                                                                       \
     } while (0)
 
+/* A mutating call through DRIVE_CALL, its status and bad index checked against the verdict;
+ * when the verdict is a failure (or the batch is empty), the objects must be as before. */
+#define DRIVE_MUTATE(d, got, name, v, count, CALL)                                                 \
+    do {                                                                                           \
+        snapshot before_m_ = snapshot_take((d)->w);                                                \
+        DRIVE_CALL(d, got, CALL);                                                                  \
+        drive_expect((d), (name), (got), (v));                                                     \
+        if ((v).status != BROADPHASE_OK || (count) == 0) drive_check_unchanged((d), &before_m_);   \
+        free(before_m_.bytes);                                                                     \
+    } while (0)
+
 /* After a call that must not have changed the objects. */
 static inline void drive_check_unchanged(drive *d, const snapshot *before) {
     snapshot after = snapshot_take(d->w);
@@ -351,6 +362,25 @@ static inline void model_set_sphere(model *md, uint32_t id, const broadphase_sph
     mirror_set(&md->m, id, true, l, h, c, s->radius[i]);
 }
 
+/* Object i of an accepted batch of one kind or the other. */
+static inline void model_set_shape(model *md, uint32_t id, const broadphase_boxes *boxes,
+                                   const broadphase_spheres *spheres, bool sphere_call, size_t i) {
+    if (sphere_call)
+        model_set_sphere(md, id, spheres, i);
+    else
+        model_set_box(md, id, boxes, i);
+}
+
+/* The arrays of a batch of shapes: the struct and its columns present (INVALID_ARGUMENT, naming
+ * no element, when not), then the first bad element. */
+static inline verdict expect_shapes(int dims, size_t count, const broadphase_boxes *boxes,
+                                    const broadphase_spheres *spheres, bool sphere_call) {
+    if (sphere_call ? !spheres || !spheres_columns(dims, spheres)
+                    : !boxes || !boxes_columns(dims, boxes))
+        return (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX};
+    return sphere_call ? expect_spheres(dims, count, spheres) : expect_boxes(dims, count, boxes);
+}
+
 static inline void model_added(model *md, uint32_t id) {
     model_reserve(md, (size_t)id + 1);
     md->filter[id] = (broadphase_filter){1u, 0xFFFFFFFFu, 0u};
@@ -359,20 +389,18 @@ static inline void model_added(model *md, uint32_t id) {
     md->live++;
 }
 
-/* Adds boxes (spheres when `spheres` is set; the other pointer is ignored). */
+/* Adds a batch of boxes, or of spheres when sphere_call (the other pointer is ignored; either
+ * may be NULL, to see it refused); ids_null passes no array for the ids. */
 static inline void drive_add(drive *d, size_t count, const broadphase_boxes *boxes,
-                             const broadphase_spheres *spheres, bool ids_null) {
+                             const broadphase_spheres *spheres, bool sphere_call, bool ids_null) {
     int dims = d->config.dimensions;
     verdict v = verdict_ok;
     if (count > 0) {
-        if ((spheres ? !spheres : !boxes) || ids_null)
-            v = (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX};
-        else if (spheres ? !spheres_columns(dims, spheres) : !boxes_columns(dims, boxes))
-            v = (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX};
-        else if (count > d->w->config.max_objects - d->md.live)
+        v = ids_null ? (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX}
+                     : expect_shapes(dims, 0, boxes, spheres, sphere_call);
+        if (v.status == BROADPHASE_OK && count > d->w->config.max_objects - d->md.live)
             v = (verdict){BROADPHASE_ERROR_CAPACITY, SIZE_MAX};
-        else
-            v = spheres ? expect_spheres(dims, count, spheres) : expect_boxes(dims, count, boxes);
+        if (v.status == BROADPHASE_OK) v = expect_shapes(dims, count, boxes, spheres, sphere_call);
     }
     uint32_t *ids = NULL, *want = NULL;
     if (v.status == BROADPHASE_OK && count > 0) {
@@ -380,60 +408,40 @@ static inline void drive_add(drive *d, size_t count, const broadphase_boxes *box
         want = malloc(count * sizeof *want);
         model_next_ids(&d->md, count, want);
     }
-    snapshot before = snapshot_take(d->w);
     broadphase_status s;
     uint32_t dummy;
     uint32_t *out = ids_null ? NULL : ids ? ids : &dummy;
-    if (spheres)
-        DRIVE_CALL(d, s, broadphase_add_spheres(d->w, count, spheres, out));
-    else
-        DRIVE_CALL(d, s, broadphase_add_boxes(d->w, count, boxes, out));
-    drive_expect(d, spheres ? "add_spheres" : "add_boxes", s, v);
-    if (v.status != BROADPHASE_OK || count == 0) drive_check_unchanged(d, &before);
-    if (s == BROADPHASE_OK && v.status == BROADPHASE_OK && count > 0) {
-        for (size_t i = 0; i < count && !d->failed; i++) {
-            if (ids[i] != want[i]) drive_fail(d, "add: id handed out", ids[i], want[i]);
-            model_added(&d->md, ids[i]);
-            if (spheres)
-                model_set_sphere(&d->md, ids[i], spheres, i);
-            else
-                model_set_box(&d->md, ids[i], boxes, i);
-        }
+    DRIVE_MUTATE(d, s, sphere_call ? "add_spheres" : "add_boxes", v, count,
+                 sphere_call ? broadphase_add_spheres(d->w, count, spheres, out)
+                             : broadphase_add_boxes(d->w, count, boxes, out));
+    for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++) {
+        if (ids[i] != want[i]) drive_fail(d, "add: id handed out", ids[i], want[i]);
+        model_added(&d->md, ids[i]);
+        model_set_shape(&d->md, ids[i], boxes, spheres, sphere_call, i);
     }
-    free(before.bytes);
     free(ids);
     free(want);
 }
 
+/* Moves a batch, as drive_add. */
 static inline void drive_move(drive *d, size_t count, const uint32_t *ids,
-                              const broadphase_boxes *boxes, const broadphase_spheres *spheres) {
+                              const broadphase_boxes *boxes, const broadphase_spheres *spheres,
+                              bool sphere_call) {
     int dims = d->config.dimensions;
     verdict v = verdict_ok;
     if (count > 0) {
-        if ((spheres ? !spheres : !boxes) || !ids || count > d->md.live)
-            v = (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX};
-        else if (spheres ? !spheres_columns(dims, spheres) : !boxes_columns(dims, boxes))
-            v = (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX};
-        else
+        v = !ids || count > d->md.live ? (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX}
+                                       : expect_shapes(dims, 0, boxes, spheres, sphere_call);
+        if (v.status == BROADPHASE_OK)
             v = expect_move(expect_ids(&d->md, count, ids),
-                            spheres ? expect_spheres(dims, count, spheres)
-                                    : expect_boxes(dims, count, boxes));
+                            expect_shapes(dims, count, boxes, spheres, sphere_call));
     }
-    snapshot before = snapshot_take(d->w);
     broadphase_status s;
-    if (spheres)
-        DRIVE_CALL(d, s, broadphase_move_spheres(d->w, count, ids, spheres));
-    else
-        DRIVE_CALL(d, s, broadphase_move_boxes(d->w, count, ids, boxes));
-    drive_expect(d, spheres ? "move_spheres" : "move_boxes", s, v);
-    if (v.status != BROADPHASE_OK || count == 0) drive_check_unchanged(d, &before);
-    for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++) {
-        if (spheres)
-            model_set_sphere(&d->md, ids[i], spheres, i);
-        else
-            model_set_box(&d->md, ids[i], boxes, i);
-    }
-    free(before.bytes);
+    DRIVE_MUTATE(d, s, sphere_call ? "move_spheres" : "move_boxes", v, count,
+                 sphere_call ? broadphase_move_spheres(d->w, count, ids, spheres)
+                             : broadphase_move_boxes(d->w, count, ids, boxes));
+    for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++)
+        model_set_shape(&d->md, ids[i], boxes, spheres, sphere_call, i);
 }
 
 static inline verdict expect_id_batch(const drive *d, size_t count, const uint32_t *ids) {
@@ -444,43 +452,31 @@ static inline verdict expect_id_batch(const drive *d, size_t count, const uint32
 
 static inline void drive_remove(drive *d, size_t count, const uint32_t *ids) {
     verdict v = expect_id_batch(d, count, ids);
-    snapshot before = snapshot_take(d->w);
     broadphase_status s;
-    DRIVE_CALL(d, s, broadphase_remove(d->w, count, ids));
-    drive_expect(d, "remove", s, v);
-    if (v.status != BROADPHASE_OK || count == 0) drive_check_unchanged(d, &before);
+    DRIVE_MUTATE(d, s, "remove", v, count, broadphase_remove(d->w, count, ids));
     for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++) {
         d->md.m.alive[ids[i]] = 0;
         d->md.is_static[ids[i]] = 0;
         d->md.live--;
     }
-    free(before.bytes);
 }
 
 static inline void drive_set_filters(drive *d, size_t count, const uint32_t *ids,
                                      const broadphase_filter *filters) {
     verdict v = count > 0 && !filters ? (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX}
                                       : expect_id_batch(d, count, ids);
-    snapshot before = snapshot_take(d->w);
     broadphase_status s;
-    DRIVE_CALL(d, s, broadphase_set_filters(d->w, count, ids, filters));
-    drive_expect(d, "set_filters", s, v);
-    if (v.status != BROADPHASE_OK || count == 0) drive_check_unchanged(d, &before);
+    DRIVE_MUTATE(d, s, "set_filters", v, count, broadphase_set_filters(d->w, count, ids, filters));
     for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++)
         d->md.filter[ids[i]] = filters[i];
-    free(before.bytes);
 }
 
 static inline void drive_set_static(drive *d, size_t count, const uint32_t *ids, bool flag) {
     verdict v = expect_id_batch(d, count, ids);
-    snapshot before = snapshot_take(d->w);
     broadphase_status s;
-    DRIVE_CALL(d, s, broadphase_set_static(d->w, count, ids, flag));
-    drive_expect(d, "set_static", s, v);
-    if (v.status != BROADPHASE_OK || count == 0) drive_check_unchanged(d, &before);
+    DRIVE_MUTATE(d, s, "set_static", v, count, broadphase_set_static(d->w, count, ids, flag));
     for (size_t i = 0; s == BROADPHASE_OK && v.status == BROADPHASE_OK && i < count; i++)
         d->md.is_static[ids[i]] = flag;
-    free(before.bytes);
 }
 
 /* A step: its pairs against brute force over the model, and its events against the pairs of
@@ -532,11 +528,9 @@ static inline void drive_queries(drive *d, int per_type, uint64_t seed) {
             qdesc q = make_query(&d->md.m, (qtype)t, i, &rng);
             size_t nwant = reference(&d->md.m, &q, sc->want);
             answer a;
-            snapshot before = snapshot_take(d->w);
             broadphase_status s;
             DRIVE_CALL(d, s,
                        (a = ask(d->w, &q, sc->cap, sc->got, sc->ids, sc->hits, sc->d2)).status);
-            free(before.bytes);
             if (s != BROADPHASE_OK) {
                 drive_fail(d, "query status", s, BROADPHASE_OK);
                 return;
@@ -586,7 +580,6 @@ static inline void drive_batches(drive *d, size_t n, uint64_t seed) {
         broadphase_hit_rows hr = {offsets, hits, cap, 0, 0};
         size_t k = 4, bad = 0;
         broadphase_status s;
-        snapshot before = snapshot_take(d->w);
         if (kind == 0)
             DRIVE_CALL(d, s, broadphase_query_boxes(d->w, n, &bx, &idr));
         else if (kind == 1)
@@ -597,7 +590,6 @@ static inline void drive_batches(drive *d, size_t n, uint64_t seed) {
             DRIVE_CALL(d, s, broadphase_raycasts_closest(d->w, n, &rays, hits, &bad));
         else
             DRIVE_CALL(d, s, broadphase_nearest_many(d->w, n, &pts, k, ids, d2, counts, &bad));
-        free(before.bytes);
         if (s != BROADPHASE_OK) {
             drive_fail(d, "batch status", s, kind);
             break;

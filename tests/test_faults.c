@@ -46,7 +46,7 @@ static void add_random(drive *d, size_t n, bool spheres, uint64_t *rng) {
     for (size_t i = 0; i < n; i++) shape_at(s, i, rng, mid, e);
     broadphase_boxes b = shapes_boxes(s);
     broadphase_spheres sp = shapes_spheres(s);
-    drive_add(d, n, &b, spheres ? &sp : NULL, false);
+    drive_add(d, n, &b, &sp, spheres, false);
     free(s);
 }
 
@@ -69,7 +69,7 @@ static void move_kind(drive *d, bool spheres, size_t stride, size_t offset, floa
     }
     broadphase_boxes b = shapes_boxes(s);
     broadphase_spheres sp = shapes_spheres(s);
-    drive_move(d, s->n, s->ids, &b, spheres ? &sp : NULL);
+    drive_move(d, s->n, s->ids, &b, &sp, spheres);
     free(s);
 }
 

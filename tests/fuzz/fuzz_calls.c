@@ -231,7 +231,6 @@ static void bad_query(drive *d, reader *r) {
 
 static void one_call(drive *d, reader *r, uint64_t *hash) {
     uint8_t op = next(r) % 12;
-    int dims = d->config.dimensions;
     batch_arrays a;
     switch (op) {
     case 0:
@@ -244,11 +243,7 @@ static void one_call(drive *d, reader *r, uint64_t *hash) {
         fill_shapes(r, &a, count);
         broadphase_boxes b = boxes_of(&a, n);
         broadphase_spheres s = spheres_of(&a, n);
-        if (op == 0)
-            drive_add(d, count, n.all ? NULL : &b, NULL, n.ids);
-        else
-            drive_add(d, count, NULL, n.all ? NULL : &s, n.ids);
-        (void)dims;
+        drive_add(d, count, n.all ? NULL : &b, n.all ? NULL : &s, op == 1, n.ids);
         break;
     }
     case 2:
@@ -261,10 +256,7 @@ static void one_call(drive *d, reader *r, uint64_t *hash) {
         broadphase_boxes b = boxes_of(&a, n);
         broadphase_spheres s = spheres_of(&a, n);
         const uint32_t *ids = n.ids ? NULL : a.ids;
-        if (op == 2)
-            drive_move(d, count, ids, n.all ? NULL : &b, NULL);
-        else
-            drive_move(d, count, ids, NULL, n.all ? NULL : &s);
+        drive_move(d, count, ids, n.all ? NULL : &b, n.all ? NULL : &s, op == 3);
         break;
     }
     case 4:
