@@ -27,11 +27,14 @@ typedef struct fault_allocator {
     atomic_long live;   /* blocks held */
 } fault_allocator;
 
+void __sanitizer_print_stack_trace(void) __attribute__((weak));
+
 static inline void *fault_alloc(size_t size, size_t alignment, void *user) {
     fault_allocator *f = user;
     long n = atomic_fetch_add(&f->calls, 1) + 1;
     if (n == f->fail_at) {
         atomic_fetch_add(&f->failed, 1);
+        if (getenv("DRIVE_TRACE") && __sanitizer_print_stack_trace) __sanitizer_print_stack_trace();
         return NULL;
     }
     void *p = aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
@@ -256,6 +259,9 @@ static inline void drive_fail(drive *d, const char *what, long long got, long lo
 /* A call's status and bad index against the verdict. */
 static inline void drive_expect(drive *d, const char *call, broadphase_status s, verdict v) {
     d->calls++;
+    if (getenv("DRIVE_TRACE"))
+        fprintf(stderr, "call %ld: %s -> %s (out of memory so far: %ld)\n", d->calls, call,
+                broadphase_status_string(s), d->out_of_memory);
     if (v.status != BROADPHASE_OK) d->bad_calls++;
     char what[96];
     if (s != v.status) {

@@ -93,6 +93,8 @@ static void script(drive *d, uint64_t seed) {
     uint64_t rng = seed;
     uint32_t ids[256];
     broadphase_filter filters[256];
+    add_random(d, 6, false, &rng); /* a first step on a handful: little scratch yet */
+    drive_step(d);
     add_random(d, 40, false, &rng);
     add_random(d, 40, true, &rng);
     drive_step(d);
@@ -159,22 +161,31 @@ static run_result run_once(const broadphase_config *c, long fail_at, uint64_t se
 /* For one method and dimension: every update policy (1, 2 and 3 threads), each with every k. */
 static void inject_every_allocation(broadphase_method method, int dims) {
     long injected = 0, reported = 0, runs = 0;
-    for (int policy = 0; policy < 3; policy++) {
-        if (method == BROADPHASE_METHOD_BRUTE_FORCE && policy > 0) break;
+    /* {policy, threads, leaf size, rest share}: every policy, and the refit once more with
+     * more objects at rest and the leaves and threads of the fuzzer's finding (a step that ran
+     * out of memory after its update). */
+    static const struct {
+        int policy, threads, leaf;
+        float rest;
+    } variants[] = {{0, 1, 4, 0.125f}, {1, 2, 4, 0.125f}, {2, 3, 4, 0.125f}, {2, 2, 7, 0.5f}};
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        int policy = variants[vi].policy;
+        if (method == BROADPHASE_METHOD_BRUTE_FORCE && vi > 0) break;
         broadphase_config c =
-            test_config(dims, method, (broadphase_update_policy)policy, policy + 1, 0.0f);
-        c.pair_events = true;
-        c.leaf_size = 4; /* small leaves: a deeper tree from few objects */
+            test_config(dims, method, (broadphase_update_policy)policy, variants[vi].threads, 0.0f);
+        c.pair_events = vi < 3;
+        c.leaf_size = variants[vi].leaf; /* small leaves: a deeper tree from few objects */
+        c.rest_share = variants[vi].rest;
         uint64_t seed = 0x5eed0000u + (uint64_t)(dims * 10 + policy);
         TEST_CONTEXT("method %d dims %d policy %s threads %d", (int)method, dims,
-                     policy_names[policy], policy + 1);
+                     policy_names[policy], c.threads);
         run_result clean = run_once(&c, 0, seed);
         REQUIRE(clean.ok && clean.failed == 0);
         REQUIRE(clean.calls > 10);
         long k = 1;
         for (;; k++) {
             TEST_CONTEXT("method %d dims %d policy %s threads %d: allocation %ld fails",
-                         (int)method, dims, policy_names[policy], policy + 1, k);
+                         (int)method, dims, policy_names[policy], c.threads, k);
             run_result r = run_once(&c, k, seed);
             runs++;
             REQUIRE(r.ok);
@@ -188,7 +199,7 @@ static void inject_every_allocation(broadphase_method method, int dims) {
         }
         /* With one thread the order of allocations is fixed: the script completes at exactly
          * the clean run's count. */
-        if (policy == 0) CHECK_EQ_INT(k, clean.calls + 1);
+        if (c.threads == 1) CHECK_EQ_INT(k, clean.calls + 1);
     }
     printf("method %d, %dD: %ld allocations failed and survived (%ld reported as out of memory, "
            "the rest done without), %ld runs\n",
@@ -236,7 +247,7 @@ TEST(script_reaches_every_path) {
         CHECK(st.refits > 0);
         CHECK(st.static_builds > 0);
         CHECK(st.rest_builds > 0);
-        CHECK(d.steps >= 13);
+        CHECK(d.steps >= 14);
         CHECK(d.checked_pairs > 100);
         printf("%dD: %ld calls (%ld bad), %ld steps, %ld pairs checked\n", dims, d.calls,
                d.bad_calls, d.steps, d.checked_pairs);
