@@ -279,7 +279,17 @@ static void batch_release(batch *b, int workers) {
 }
 
 /* Runs a batch; rows: into dst (elements of `elem` bytes) by the offsets protocol. */
+static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacity, size_t *total);
+
+/* A batch runs on the threads the last step ran on (team.h). */
 static broadphase_status batch_run(batch *b, size_t elem, size_t capacity, size_t *total) {
+    team_apply(&b->w->team);
+    broadphase_status s = batch_run_on_team(b, elem, capacity, total);
+    team_release();
+    return s;
+}
+
+static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacity, size_t *total) {
     const broadphase_world *w = b->w;
     int workers = w->workers;
     size_t chunks = (b->count + BATCH_CHUNK - 1) / BATCH_CHUNK;

@@ -68,7 +68,10 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     /* Events and the rest's carry-over both need the last step's pairs. */
     bool keep = w->config.pair_events || (w->method->uses_fields && w->config.rest_share > 0.0f);
     if (keep && w->last_step_ok) pairs_keep_previous(&w->pairs);
+    w->stats.step_threads = (size_t)team_begin(&w->team);
     broadphase_status s = run_phases(w);
+    team_end(&w->team, clock_now_ms() - start);
+    w->stats.preempted_steps = w->team.preempted_steps;
     /* 6. Publication: the pairs stand for this step, the changes are consumed. */
     w->last_error_index = SIZE_MAX;
     w->last_step_ok = s == BROADPHASE_OK;

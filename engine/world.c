@@ -61,6 +61,7 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     if (w->config.leaf_size == 0) w->config.leaf_size = (int)w->method->leaf_size;
     if (w->config.max_objects == 0) w->config.max_objects = BROADPHASE_MAX_OBJECTS;
     w->workers = threads_resolve(config->threads);
+    team_init(&w->team, w->workers, config->fixed_threads);
     w->last_error_index = SIZE_MAX;
     w->store.free_sorted = true;
     w->epoch = 1;

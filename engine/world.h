@@ -12,6 +12,7 @@
 #include "rest.h"
 #include "statics.h"
 #include "store.h"
+#include "team.h"
 
 #include <float.h>
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 struct broadphase_world {
     broadphase_config config;
     int workers;
+    team team; /* the threads each step runs on: fewer while other work takes cores (team.h) */
 
     store store; /* the objects by id (store.h) */
 

@@ -4,6 +4,7 @@
 #include "broadphase.h"
 #include "machine.h"
 #include "scenes.h"
+#include "load.h"
 #include "soak.h"
 #include "svg.h"
 #include "../simd/overlap.h"
@@ -51,6 +52,8 @@ typedef struct options {
     bool soak;
     size_t soak_sample;
     const char *soak_csv;
+    bool fixed_threads; /* --fixed-threads: config.fixed_threads */
+    int load;           /* --load: spinning processes beside the frames (perf/load.h) */
 } options;
 
 static const char *const method_names[] = {
@@ -120,6 +123,11 @@ static void usage(FILE *out) {
         "                        is sampled: after frame 1000 it must stay within 5%%. Exit 1\n"
         "                        on a difference or a drift. Uses --n, --frames, --method,\n"
         "                        --update, --threads, --seed, --quiet\n"
+        "  --fixed-threads       every step on all --threads, even while other work takes\n"
+        "                        cores (config.fixed_threads; default: fewer then)\n"
+        "  --load K              K processes spinning beside the run (other work taking the\n"
+        "                        cores), from before the world is made to after the last\n"
+        "                        frame (default 0)\n"
         "  --soak-sample K       objects checked per frame in the soak (default 16)\n"
         "  --soak-csv FILE       the soak's memory and step figures every 1000 frames, as CSV\n"
         "  --help                this text\n"
@@ -196,6 +204,10 @@ static int parse_options(int argc, char **argv, options *o) {
             o->levels = true;
             continue;
         }
+        if (strcmp(arg, "--fixed-threads") == 0) {
+            o->fixed_threads = true;
+            continue;
+        }
         if (strcmp(arg, "--soak") == 0) {
             o->soak = true;
             continue;
@@ -263,6 +275,8 @@ static int parse_options(int argc, char **argv, options *o) {
             ok = svg_parse_ray(value, &o->svg);
         } else if (strcmp(name, "--svg-plane") == 0) {
             o->svg_plane_set = ok = svg_parse_plane(value, &o->svg.plane);
+        } else if (strcmp(name, "--load") == 0) {
+            ok = parse_int(value, 0, 64, &o->load);
         } else if (strcmp(name, "--soak-sample") == 0) {
             ok = parse_count(value, 1u << 20, &o->soak_sample);
         } else if (strcmp(name, "--soak-csv") == 0) {
@@ -310,16 +324,23 @@ static int cmp_size(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median and minimum of a series; sorts a copy kept in scratch. */
-static void series_stats(const double *v, size_t n, double *scratch, double *median, double *min) {
-    if (n == 0) {
-        *median = *min = 0.0;
-        return;
-    }
+typedef struct series {
+    double median, p99, worst, min;
+} series;
+
+/* Median, 99th percentile (nearest rank), worst and minimum of a series; sorts a copy kept in
+ * scratch. */
+static series series_stats(const double *v, size_t n, double *scratch) {
+    series r = {0};
+    if (n == 0) return r;
     memcpy(scratch, v, n * sizeof *v);
     qsort(scratch, n, sizeof *scratch, cmp_double);
-    *min = scratch[0];
-    *median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+    r.min = scratch[0];
+    r.worst = scratch[n - 1];
+    r.median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+    size_t rank = (99 * n + 99) / 100; /* ceil(0.99 n), 1-based */
+    r.p99 = scratch[rank - 1];
+    return r;
 }
 
 static void api_error(broadphase_world *w, const char *call, size_t frame, broadphase_status st) {
@@ -684,7 +705,7 @@ static void checker_free(checker *c) {
 /* ---- the run --------------------------------------------------------------------------------- */
 
 typedef struct frame_times {
-    double *step, *move, *update, *search, *output, *check, *scratch;
+    double *step, *move, *frame, *update, *search, *output, *check, *scratch;
     size_t *pairs;
 } frame_times;
 
@@ -830,9 +851,8 @@ static bool write_picture(broadphase_world *w, const scene *s, const uint32_t *i
 }
 
 static void print_series(const char *name, const double *v, size_t n, double *scratch) {
-    double median, min;
-    series_stats(v, n, scratch, &median, &min);
-    printf("  %-10s %12.3f %12.3f\n", name, median, min);
+    series r = series_stats(v, n, scratch);
+    printf("  %-10s %12.3f %12.3f %12.3f %12.3f\n", name, r.median, r.p99, r.worst, r.min);
 }
 
 int main(int argc, char **argv) {
@@ -880,6 +900,7 @@ int main(int argc, char **argv) {
     if (o.looseness_set) cfg.looseness = o.looseness;
     cfg.initial_capacity = o.count;
     cfg.pair_events = o.events;
+    cfg.fixed_threads = o.fixed_threads;
 
     bool full_check = o.check && o.count <= o.check_full_limit;
     bool sampled_check = o.check && !full_check;
@@ -908,6 +929,7 @@ int main(int argc, char **argv) {
     size_t nf = o.frames ? o.frames : 1;
     ft.step = malloc(nf * sizeof(double));
     ft.move = malloc(nf * sizeof(double));
+    ft.frame = malloc(nf * sizeof(double));
     ft.update = malloc(nf * sizeof(double));
     ft.search = malloc(nf * sizeof(double));
     ft.output = malloc(nf * sizeof(double));
@@ -917,12 +939,19 @@ int main(int argc, char **argv) {
     checker chk = {0};
     bool check_failed = false;
     size_t frames_done = 0;
-    if (!ids || (full_check && !oracle_ids) || !ft.step || !ft.move || !ft.update || !ft.search ||
-        !ft.output || !ft.check || !ft.scratch || !ft.pairs) {
+    if (!ids || (full_check && !oracle_ids) || !ft.step || !ft.move || !ft.frame || !ft.update ||
+        !ft.search || !ft.output || !ft.check || !ft.scratch || !ft.pairs) {
         fprintf(stderr, "broadphase-run: out of memory\n");
         goto done;
     }
 
+    if (o.load > 0) {
+        if (!load_start(o.load)) {
+            fprintf(stderr, "broadphase-run: could not start %d spinning processes\n", o.load);
+            goto done;
+        }
+        printf("load: %d spinning process%s beside the run\n", o.load, o.load == 1 ? "" : "es");
+    }
     broadphase_status st = broadphase_create(&cfg, &w);
     if (st == BROADPHASE_ERROR_INVALID_CONFIG) {
         config_error("", &cfg);
@@ -1080,18 +1109,24 @@ int main(int argc, char **argv) {
         goto done;
     }
     size_t n = frames_done;
-    printf("summary over %zu frames (ms)     median          min\n", n);
+    printf("summary over %zu frames (ms)     median          p99        worst          min\n", n);
     print_series("step", ft.step, n, ft.scratch);
     print_series("update", ft.update, n, ft.scratch);
     print_series("search", ft.search, n, ft.scratch);
     print_series("output", ft.output, n, ft.scratch);
     if (n > 1) print_series("move", ft.move + 1, n - 1, ft.scratch);
+    /* What a user feels: moving the objects in plus the step, every frame after the first. */
+    if (n > 1) {
+        for (size_t f = 1; f < n; f++) ft.frame[f] = ft.move[f] + ft.step[f];
+        print_series("frame", ft.frame + 1, n - 1, ft.scratch);
+    }
     if (o.check && !check_failed) print_series("check", ft.check, n, ft.scratch);
     if (n > 0) {
-        double median, min;
-        series_stats(ft.step, n, ft.scratch, &median, &min);
+        double median = series_stats(ft.step, n, ft.scratch).median;
         size_t first = ft.pairs[0], last = ft.pairs[n - 1];
         qsort(ft.pairs, n, sizeof(size_t), cmp_size);
+        printf("first frame: add %.3f + step %.3f = %.3f ms\n", add_ms, ft.step[0],
+               add_ms + ft.step[0]);
         printf("pairs: first %zu, last %zu, median %zu\n", first, last, ft.pairs[n / 2]);
         if (median > 0.0) {
             printf("throughput: %.3g objects/s at the median step\n",
@@ -1111,6 +1146,9 @@ int main(int argc, char **argv) {
            (unsigned long long)stats.steps, (unsigned long long)stats.rebuilds,
            (unsigned long long)stats.refits, stats.resting_objects,
            (unsigned long long)stats.rest_builds, stats.static_objects);
+    printf("threads: the last step ran on %zu of %d; %llu of %llu steps had a thread preempted\n",
+           stats.step_threads, threads_shown, (unsigned long long)stats.preempted_steps,
+           (unsigned long long)stats.steps);
     bool tree = o.method != BROADPHASE_METHOD_BRUTE_FORCE;
     if (tree) {
         printf("tree: %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, %zu spare "
@@ -1146,6 +1184,7 @@ int main(int argc, char **argv) {
     exit_code = check_failed ? 1 : 0;
 
 done:
+    load_stop();
     if (check_failed && exit_code != 1) exit_code = 1;
     checker_free(&chk);
     broadphase_destroy(w);
@@ -1154,6 +1193,7 @@ done:
     free(oracle_ids);
     free(ft.step);
     free(ft.move);
+    free(ft.frame);
     free(ft.update);
     free(ft.search);
     free(ft.output);

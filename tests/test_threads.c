@@ -199,6 +199,75 @@ TEST(worker_index_and_resolve) {
     CHECK_EQ_INT(threads_resolve(1 << 20), 1024);
 }
 
+/* ---- sharing the machine --------------------------------------------------------------------- */
+
+typedef struct team_record {
+    atomic_int most_worker; /* the highest worker index seen */
+    atomic_int visits;
+} team_record;
+
+static void team_chunk(size_t chunk, int worker, void *ctx) {
+    (void)chunk;
+    team_record *r = ctx;
+    int seen = atomic_load(&r->most_worker);
+    while (worker > seen && !atomic_compare_exchange_weak(&r->most_worker, &seen, worker)) {
+    }
+    atomic_fetch_add(&r->visits, 1);
+}
+
+static void team_slow_chunk(size_t chunk, int worker, void *ctx) {
+    volatile unsigned spin = 0;
+    for (unsigned i = 0; i < 20000; i++) spin = spin + i;
+    team_chunk(chunk, worker, ctx);
+}
+
+static void team_task(void *ctx, int worker) {
+    team_chunk(0, worker, ctx);
+}
+
+/* The calling thread's limit caps every parallel call's threads (worker indices below it), the
+ * chunks are all still visited, and lifting it gives the calls their workers back. */
+TEST(team_limit_caps_the_threads) {
+    for (int limit = 1; limit <= 3; limit++) {
+        TEST_CONTEXT("limit %d", limit);
+        threads_set_team_limit(limit);
+        team_record r = {0};
+        threads_for_chunks(4, 64, team_chunk, &r);
+        CHECK(atomic_load(&r.most_worker) < limit);
+        CHECK_EQ_INT(atomic_load(&r.visits), 64);
+        team_record t = {0};
+        threads_run_tasks(4, team_task, &t);
+        CHECK(atomic_load(&t.most_worker) < limit);
+        CHECK_EQ_INT(atomic_load(&t.visits), 1);
+    }
+    threads_set_team_limit(0);
+    (void)threads_take_stalled_ms();
+    CHECK(threads_take_stalled_ms() == 0.0); /* a take resets the count */
+#if THREADS_TEST_OPENMP
+    /* Without a limit, a call with many chunks uses more than one thread: chunks that each take
+     * a while are spread, so the most worker index seen passes 0 (tried until it does). */
+    bool spread = false;
+    for (int attempt = 0; attempt < 20 && !spread; attempt++) {
+        team_record r = {0};
+        threads_for_chunks(2, 256, team_slow_chunk, &r);
+        spread = atomic_load(&r.most_worker) > 0;
+    }
+    CHECK(spread);
+#endif
+}
+
+/* The machine's idle time reads on Linux and never goes back. */
+TEST(idle_core_time_reads) {
+    double a = threads_idle_core_ms();
+#if defined(__linux__)
+    CHECK(a >= 0.0);
+    double b = threads_idle_core_ms();
+    CHECK(b >= a);
+#else
+    CHECK(a == -1.0);
+#endif
+}
+
 /* ---- tasks --------------------------------------------------------------------------------- */
 
 typedef struct sum_task {

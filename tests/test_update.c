@@ -4,6 +4,7 @@
  * steps allocate nothing. */
 #include "bits.h"
 #include "oracle.h"
+#include "team.h"
 #include "world.h"
 
 #include <float.h>
@@ -616,8 +617,12 @@ TEST(no_allocation_in_steady_state) {
             scene s;
             REQUIRE(scene_make(&s, kinds[ki], brute ? 3000 : 20000, 8));
             uint32_t *ids = malloc(s.count * sizeof *ids);
-            broadphase_world *w =
-                make_world_loose(s.dimensions, v->method, v->update, 2, v->looseness);
+            /* All the threads every step: a team that shrinks while the machine is busy (config.
+             * fixed_threads) gives one worker more of the work, and its scratch grows once. */
+            broadphase_config cfg =
+                test_config(s.dimensions, v->method, v->update, 2, v->looseness);
+            cfg.fixed_threads = true;
+            broadphase_world *w = make_world_from(&cfg);
             REQUIRE(w);
             CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
             if (statics)
@@ -875,6 +880,143 @@ TEST(derived_bounds_stay_finite) {
     /* A box grown past FLT_MAX on both sides stays a box within the range. */
     CHECK(bits_round_down(-(double)FLT_MAX - 1e38) == -FLT_MAX);
     CHECK(bits_round_up((double)FLT_MAX + 1e38) == FLT_MAX);
+}
+
+/* ---- the team a step runs on (team.h) ----------------------------------------------------------
+ */
+
+/* The team's decisions, fed figures: small stalls now and then keep it whole; a step held up for
+ * most of its time, or steps held up again and again, shrink it one thread at a time, never
+ * below one; it tries one thread more only after its patience and with a core idle; a try that
+ * must shrink again soon doubles the patience, one that holds resets it; fixed never moves. */
+TEST(team_policy) {
+    team t;
+    team_init(&t, 4, false);
+    CHECK_EQ_INT(team_choose(&t), 4);
+    CHECK(!team_needs_reading(&t, 1000.0)); /* whole: nothing to read */
+    /* A kernel thread's tick now and then: 2 ms of a 10 ms step, every 30th step. */
+    for (int f = 0; f < 600; f++) {
+        team_choose(&t);
+        team_observe(&t, f % 30 == 0 ? 2.0 : 0.0, 10.0);
+    }
+    CHECK_EQ_INT(t.size, 4);
+    CHECK_EQ_INT(t.preempted_steps, 20);
+    /* Below the thresholds it is not even counted (0.2 ms; 0.4 ms of 10 ms). */
+    team_observe(&t, 0.2, 1.0);
+    team_observe(&t, 0.4, 10.0);
+    CHECK_EQ_INT(t.preempted_steps, 20);
+    /* One step held up for 9 of its 10 ms: one thread fewer at once. */
+    team_choose(&t);
+    team_observe(&t, 9.0, 10.0);
+    CHECK_EQ_INT(t.size, 3);
+    CHECK_EQ_INT(team_choose(&t), 3);
+    /* A third of every step: down to one, and no further. */
+    for (int f = 0; f < 100; f++) {
+        team_choose(&t);
+        team_observe(&t, 3.0, 10.0);
+    }
+    CHECK_EQ_INT(t.size, 1);
+    /* Quiet now, but no idle figure read yet: no try, however long it waits. */
+    for (int f = 0; f < 100; f++) CHECK_EQ_INT(team_choose(&t), 1);
+    /* The machine busy (0.3 of a core idle over the span): still no try. */
+    double now = 1000.0, idle = 5000.0;
+    CHECK(team_needs_reading(&t, now));
+    team_take_reading(&t, now, idle);
+    now += 100.0, idle += 30.0;
+    CHECK(team_needs_reading(&t, now));
+    team_take_reading(&t, now, idle);
+    CHECK(!team_needs_reading(&t, now + 10.0)); /* too soon for the next */
+    for (int f = 0; f < 5000; f++) team_choose(&t);
+    CHECK_EQ_INT(t.size, 1);
+    /* A core idle (0.9 over the span): a try after 16 quiet steps. */
+    now += 100.0, idle += 90.0;
+    team_take_reading(&t, now, idle);
+    t.quiet = 0;
+    int steps = 0;
+    while (team_choose(&t) == 1 && steps < 1000) team_observe(&t, 0.0, 10.0), steps++;
+    CHECK_EQ_INT(steps, 15);
+    CHECK_EQ_INT(t.size, 2);
+    /* Held up again soon after: back to one, and the next try waits twice as long. */
+    team_observe(&t, 8.0, 10.0);
+    CHECK_EQ_INT(t.size, 1);
+    CHECK_EQ_INT(t.patience, 32);
+    now += 100.0, idle += 90.0;
+    team_take_reading(&t, now, idle);
+    now += 100.0, idle += 90.0;
+    team_take_reading(&t, now, idle);
+    steps = 0;
+    while (team_choose(&t) == 1 && steps < 1000) team_observe(&t, 0.0, 10.0), steps++;
+    CHECK_EQ_INT(steps, 31);
+    /* This try holds through its probation: the patience is back to the first. */
+    for (int f = 0; f < 64; f++) team_observe(&t, 0.0, 10.0);
+    CHECK_EQ_INT(t.size, 2);
+    CHECK_EQ_INT(t.patience, 16);
+    /* Where the system does not say how idle the machine is, the patience alone paces tries. */
+    team_observe(&t, 9.0, 10.0);
+    CHECK_EQ_INT(t.size, 1);
+    team_take_reading(&t, now + 500.0, -1.0);
+    steps = 0;
+    while (team_choose(&t) == 1 && steps < 1000) team_observe(&t, 0.0, 10.0), steps++;
+    CHECK_EQ_INT(steps, 15);
+    /* Never above the workers. */
+    team_init(&t, 2, false);
+    for (int f = 0; f < 1000; f++) CHECK_EQ_INT(team_choose(&t), 2);
+    /* Fixed: all the workers, held up or not, and the held-up steps still counted. */
+    team_init(&t, 4, true);
+    for (int f = 0; f < 50; f++) {
+        CHECK_EQ_INT(team_choose(&t), 4);
+        team_observe(&t, 9.0, 10.0);
+    }
+    CHECK_EQ_INT(t.size, 4);
+    CHECK_EQ_INT(t.preempted_steps, 50);
+    CHECK(!team_needs_reading(&t, 1e9));
+}
+
+/* Steps on every team size from one to the workers, changing every frame (as they do while the
+ * machine is busy), give the same bytes as one thread: 4 workers' chunks on 1, 2, 3 and 4
+ * threads, both trees, 2D and 3D, events on. The last step's thread count is reported. */
+TEST(team_sizes_mid_run_give_the_same_pairs) {
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D, SCENE_CLUSTERED};
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+            scene s;
+            REQUIRE(scene_make(&s, kinds[ki], 6000, 5));
+            uint32_t *ids = malloc(s.count * sizeof *ids);
+            broadphase_world *one = make_world_events(s.dimensions, TREES[ti].method,
+                                                      BROADPHASE_UPDATE_AUTO, 1, 0.0f, 0.125f);
+            broadphase_world *four = make_world_events(s.dimensions, TREES[ti].method,
+                                                       BROADPHASE_UPDATE_AUTO, 4, 0.0f, 0.125f);
+            REQUIRE(one && four);
+            CHECK_EQ_INT(scene_add_to_world(&s, one, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(scene_add_to_world(&s, four, ids), BROADPHASE_OK);
+            for (int f = 0; f < 24; f++) {
+                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(s.kind), f);
+                four->team.size = 1 + (f * 3) % 4;
+                four->team.patience = UINT32_MAX; /* no try of its own */
+                int size = four->team.size;
+                broadphase_pairs want = step_ok(one);
+                broadphase_pairs got = step_ok(four);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "team"));
+                broadphase_events ew, eg;
+                CHECK_EQ_INT(broadphase_pair_events(one, &ew), BROADPHASE_OK);
+                CHECK_EQ_INT(broadphase_pair_events(four, &eg), BROADPHASE_OK);
+                CHECK(pairs_equal(ew.begun.data, ew.begun.count, eg.begun.data, eg.begun.count,
+                                  "begun"));
+                CHECK(pairs_equal(ew.ended.data, ew.ended.count, eg.ended.data, eg.ended.count,
+                                  "ended"));
+                broadphase_stats st;
+                broadphase_get_stats(four, &st);
+                CHECK_EQ_INT(st.step_threads, size);
+                scene_advance(&s);
+                CHECK_EQ_INT(scene_move_in_world(&s, one, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(scene_move_in_world(&s, four, ids), BROADPHASE_OK);
+            }
+            broadphase_destroy(one);
+            broadphase_destroy(four);
+            free(ids);
+            scene_free(&s);
+        }
+    }
 }
 
 TEST_MAIN()

@@ -9,11 +9,16 @@
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if THREADS_HAVE_OPENMP
 #include <omp.h>
-#else
+#endif
 #include <unistd.h>
+#if defined(__linux__)
+#include <fcntl.h>
+#include <sys/resource.h>
+#define THREADS_LINUX 1
 #endif
 
 enum {
@@ -65,12 +70,94 @@ int threads_worker_index(void) {
 #endif
 }
 
+/* ---- sharing the machine ----------------------------------------------------------------------
+ */
+
+static _Thread_local int threads_team_limit;
+static _Thread_local double threads_stalled_ms;
+
+void threads_set_team_limit(int limit) {
+    threads_team_limit = limit > 0 ? limit : 0;
+}
+
+double threads_take_stalled_ms(void) {
+    double ms = threads_stalled_ms;
+    threads_stalled_ms = 0.0;
+    return ms;
+}
+
+/* The threads a call starts: its workers, no more than it has pieces, within the caller's limit. */
+static int threads_team(int workers, size_t pieces) {
+    int team = pieces < (size_t)workers ? (int)pieces : workers;
+    if (threads_team_limit > 0 && team > threads_team_limit) team = threads_team_limit;
+    return team;
+}
+
+/* Where a thread stands: wall and own CPU time, and its involuntary context switches. */
+typedef struct threads_mark {
+    double wall_ms, cpu_ms;
+    long preemptions;
+} threads_mark;
+
+static double threads_clock_ms(clockid_t clock) {
+    struct timespec t;
+    if (clock_gettime(clock, &t) != 0) return 0.0;
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static threads_mark threads_mark_now(void) {
+    threads_mark m = {threads_clock_ms(CLOCK_MONOTONIC), 0.0, 0};
+#if THREADS_LINUX
+    struct rusage u;
+    if (getrusage(RUSAGE_THREAD, &u) == 0) m.preemptions = u.ru_nivcsw;
+    m.cpu_ms = threads_clock_ms(CLOCK_THREAD_CPUTIME_ID);
+#endif
+    return m;
+}
+
+/* The time a thread spent off its core since `before` because the scheduler took the core (it
+ * was preempted); 0 when it was not (time spent asleep waiting for tasks is not a stall). */
+static double threads_stall_since(threads_mark before) {
+    threads_mark now = threads_mark_now();
+    if (now.preemptions == before.preemptions) return 0.0;
+    double off = (now.wall_ms - before.wall_ms) - (now.cpu_ms - before.cpu_ms);
+    return off > 0.0 ? off : 0.0;
+}
+
+double threads_idle_core_ms(void) {
+#if THREADS_LINUX
+    /* The first line of /proc/stat: "cpu  user nice system idle ..." in clock ticks, summed over
+     * the machine's cores. */
+    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1.0;
+    char text[256];
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (got <= 0) return -1.0;
+    text[got] = '\0';
+    const char *p = text;
+    if (strncmp(p, "cpu ", 4) != 0) return -1.0;
+    p += 4;
+    unsigned long long field = 0;
+    for (int i = 0; i < 4; i++) {
+        while (*p == ' ') p++;
+        if (*p < '0' || *p > '9') return -1.0;
+        field = 0;
+        while (*p >= '0' && *p <= '9') field = field * 10 + (unsigned long long)(*p++ - '0');
+    }
+    long ticks = sysconf(_SC_CLK_TCK);
+    return ticks > 0 ? (double)field * 1e3 / (double)ticks : -1.0;
+#else
+    return -1.0;
+#endif
+}
+
 /* True when a call should run on the calling thread: one worker or one chunk is not worth a
  * fork/join, and inside a running region a nested team would oversubscribe the cores, so nested
  * calls run serially and report the caller's own worker index, which keeps per-worker scratch
  * private to the thread that owns it. */
 static bool threads_run_inline(int workers, size_t chunk_count) {
-    if (workers <= 1 || chunk_count <= 1) return true;
+    if (workers <= 1 || chunk_count <= 1 || threads_team_limit == 1) return true;
 #if THREADS_HAVE_OPENMP
     return omp_in_parallel() != 0;
 #else
@@ -90,9 +177,11 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
         return;
     }
 #if THREADS_HAVE_OPENMP
-    int team = chunk_count < (size_t)workers ? (int)chunk_count : workers;
-#pragma omp parallel num_threads(team)
+    int team = threads_team(workers, chunk_count);
+    double stalled = 0.0;
+#pragma omp parallel num_threads(team) reduction(max : stalled)
     {
+        threads_mark before = threads_mark_now();
         int worker = omp_get_thread_num();
         if (dynamic) {
 #pragma omp for schedule(dynamic, 1) nowait
@@ -101,7 +190,9 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
 #pragma omp for schedule(static) nowait
             for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
         }
+        stalled = threads_stall_since(before);
     }
+    threads_stalled_ms += stalled;
 #else
     (void)dynamic;
 #endif
@@ -162,9 +253,16 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
         return;
     }
 #if THREADS_HAVE_OPENMP
-#pragma omp parallel num_threads(workers)
+    double stalled = 0.0;
+#pragma omp parallel num_threads(threads_team(workers, (size_t)workers)) reduction(max : stalled)
+    {
+        threads_mark before = threads_mark_now();
+        /* The single's closing barrier is where the other threads run the spawned tasks. */
 #pragma omp single
-    root(ctx, omp_get_thread_num());
+        root(ctx, omp_get_thread_num());
+        stalled = threads_stall_since(before);
+    }
+    threads_stalled_ms += stalled;
 #endif
 }
 

@@ -49,6 +49,25 @@ void threads_wait_children(void);
 /* The calling worker's index inside threads_for_* / threads_run_tasks; 0 outside. */
 int threads_worker_index(void);
 
+/* ---- sharing the machine ---------------------------------------------------------------------
+ * Other work may take cores from the workers (other processes, the host's threads). A worker
+ * that the scheduler takes off its core in the middle of a parallel call holds up the whole call
+ * until it runs again, however little work it had left. These calls let a caller see that and
+ * run its next calls on fewer threads; the chunks stay the same, so the results do too. */
+
+/* At most `limit` threads (0: no limit) for the parallel calls made from the calling thread,
+ * whatever `workers` they are given; worker indices stay below both. */
+void threads_set_team_limit(int limit);
+/* The time the parallel calls made from the calling thread were held up by a thread that the
+ * scheduler had taken off its core (for each call, the longest such time of its threads; a
+ * thread asleep waiting for work is not held up), since the last take, in milliseconds; the
+ * count starts again at 0. Always 0 where the system does not say. */
+double threads_take_stalled_ms(void);
+/* The time the machine's cores have spent idle since boot, summed over the cores, in
+ * milliseconds (to the scheduler's clock tick), or -1 where the system does not say. Two
+ * readings apart say how many cores stood idle in between. */
+double threads_idle_core_ms(void);
+
 /* Where memory comes from: alloc(ctx, bytes) gives `bytes` bytes 64-byte aligned, or NULL on out
  * of memory, and may be called from several workers at once; free(ctx, p, bytes) gives back what
  * alloc gave (p may be NULL). All NULL: the C library's aligned_alloc and free. */

@@ -134,6 +134,13 @@ typedef struct broadphase_config {
      * 0 (the default) means the whole id space, BROADPHASE_MAX_OBJECTS; more is an invalid
      * config. */
     size_t max_objects;
+    /* false (the default): while other work takes cores from the workers (other processes, the
+     * host's own threads), steps run on fewer of them, as few as one, and try more again when
+     * a core is free; a worker taken off its core in the middle of a step would otherwise hold
+     * the whole step up until it runs again. The pairs are the same for any number of threads.
+     * true: every step runs on all `threads`. broadphase_stats.step_threads says how many the
+     * last step used. */
+    bool fixed_threads;
 } broadphase_config;
 
 #define BROADPHASE_MAX_OBJECTS ((size_t)UINT32_MAX - 1)
@@ -274,6 +281,9 @@ typedef struct broadphase_stats {
     uint64_t flat_searches;           /* octree: steps whose pair search walked the leaf list */
     uint64_t flat_builds;             /* octree: times that list (leaves and their neighbours,
                                          remade when the set of leaves changes) was made */
+    size_t step_threads;              /* threads the last step ran on (config.fixed_threads) */
+    uint64_t preempted_steps;         /* steps during which the scheduler took one of their
+                                         threads off its core (other work wanted it) */
 } broadphase_stats;
 
 BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,
