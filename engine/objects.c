@@ -91,6 +91,8 @@ typedef enum batch_op {
     CHECK_IDS,
     CHECK_STAMPS,
     CHECK_REPEATS,
+    SETTLE_BOXES,
+    SETTLE_SPHERES,
     WRITE_BOXES,
     WRITE_SPHERES
 } batch_op;
@@ -108,6 +110,10 @@ typedef struct batch {
     /* Objects each chunk changed that are static or at rest (see note_moves). */
     size_t notable[BATCH_CHUNKS];
     bool rising[BATCH_CHUNKS]; /* CHECK_IDS: each id below the next (the next chunk's first) */
+    /* SETTLE_*: the chunk holds an object whose shape differs from the stored one. WRITE_*: when
+     * `settled`, only those chunks are written (the others would change nothing). */
+    bool dirty[BATCH_CHUNKS];
+    bool settled;
 } batch;
 
 static long write_boxes_range(broadphase_world *w, const uint32_t *ids, const broadphase_boxes *b,
@@ -118,6 +124,10 @@ static long write_spheres_range(broadphase_world *w, const uint32_t *ids,
 
 static broadphase_status check_ids_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                          size_t end, size_t count, size_t *bad, bool *rising);
+static size_t first_new_box(const broadphase_world *w, const uint32_t *ids,
+                            const broadphase_boxes *b, size_t begin, size_t end);
+static size_t first_new_sphere(const broadphase_world *w, const uint32_t *ids,
+                               const broadphase_spheres *s, size_t begin, size_t end);
 static void stamp_range(broadphase_world *w, const uint32_t *ids, size_t begin, size_t end);
 static broadphase_status check_repeats_range(broadphase_world *w, const uint32_t *ids, size_t begin,
                                              size_t end, size_t *bad);
@@ -129,6 +139,8 @@ static void batch_chunk(size_t c, int worker, void *p) {
     b->status[c] = BROADPHASE_OK;
     b->sphere_delta[c] = 0;
     b->changed[c] = b->notable[c] = 0;
+    if (b->settled && !b->dirty[c]) return; /* a write that would change nothing */
+    size_t from;
     switch (b->op) {
     case CHECK_BOXES:
         b->status[c] = check_boxes_range(b->w, b->shapes, begin, end, &b->bad[c]);
@@ -146,6 +158,18 @@ static void batch_chunk(size_t c, int worker, void *p) {
     case CHECK_REPEATS:
         b->status[c] = check_repeats_range(b->w, b->ids, begin, end, &b->bad[c]);
         break;
+    case SETTLE_BOXES:
+        /* A shape equal to the stored one is valid (the stored one was checked); from the
+         * first that differs on, the chunk is checked as a new batch would be. */
+        from = first_new_box(b->w, b->ids, b->shapes, begin, end);
+        b->dirty[c] = from < end;
+        if (from < end) b->status[c] = check_boxes_range(b->w, b->shapes, from, end, &b->bad[c]);
+        break;
+    case SETTLE_SPHERES:
+        from = first_new_sphere(b->w, b->ids, b->shapes, begin, end);
+        b->dirty[c] = from < end;
+        if (from < end) b->status[c] = check_spheres_range(b->w, b->shapes, from, end, &b->bad[c]);
+        break;
     case WRITE_BOXES:
         b->sphere_delta[c] =
             write_boxes_range(b->w, b->ids, b->shapes, begin, end, &b->changed[c], &b->notable[c]);
@@ -157,9 +181,13 @@ static void batch_chunk(size_t c, int worker, void *p) {
     }
 }
 
-/* The parts of a written batch holding notable objects (changed, and static or at rest). */
+/* The parts of a batch: after a SETTLE_* run, those holding a new shape (dirty), which the
+ * WRITE_* run given these notes then writes alone; after a write, those holding notable objects
+ * (changed, and static or at rest). */
 typedef struct batch_notes {
     size_t chunk, chunks;
+    bool settled;
+    bool dirty[BATCH_CHUNKS];
     bool notable[BATCH_CHUNKS];
 } batch_notes;
 
@@ -174,6 +202,9 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
     b.count = count;
     b.chunk = count < BATCH_GRAIN ? (count ? count : 1) : (count + BATCH_CHUNKS - 1) / BATCH_CHUNKS;
     size_t chunks = (count + b.chunk - 1) / b.chunk;
+    bool write = op == WRITE_BOXES || op == WRITE_SPHERES;
+    b.settled = write && notes && notes->settled;
+    if (b.settled) memcpy(b.dirty, notes->dirty, chunks * sizeof *b.dirty);
     threads_for_chunks_static(w->workers, chunks, batch_chunk, &b);
     long delta = 0;
     if (rising) *rising = true;
@@ -185,7 +216,11 @@ static broadphase_status batch_run(broadphase_world *w, batch_op op, const void 
         }
         delta += b.sphere_delta[c];
         w->moved_count += b.changed[c];
-        if (notes) notes->notable[c] = b.notable[c] > 0;
+        if (notes && write) notes->notable[c] = b.notable[c] > 0;
+    }
+    if (notes && !write) {
+        memcpy(notes->dirty, b.dirty, chunks * sizeof *b.dirty);
+        notes->settled = true;
     }
     if (notes) {
         notes->chunk = b.chunk;
@@ -299,6 +334,53 @@ static broadphase_status check_move(broadphase_world *w, size_t count, const uin
     }
     *bad = *bad_value;
     return values;
+}
+
+/* The first object of [begin, end) whose new shape differs from the one stored (end if none):
+ * pushing objects that did not move costs a read of both, no check and no write. Ids are live. */
+static size_t first_new_box(const broadphase_world *w, const uint32_t *ids,
+                            const broadphase_boxes *b, size_t begin, size_t end) {
+    const float *lo[3] = {b->min_x, b->min_y, b->min_z};
+    const float *hi[3] = {b->max_x, b->max_y, b->max_z};
+    int dims = w->config.dimensions;
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = ids[i];
+        const world_box *r = &w->store.box[id];
+        bool same = w->store.kind[id] == OBJECT_BOX;
+        for (int k = 0; k < dims; k++) same = same && r->lo[k] == lo[k][i] && r->hi[k] == hi[k][i];
+        if (!same) return i;
+    }
+    return end;
+}
+
+static size_t first_new_sphere(const broadphase_world *w, const uint32_t *ids,
+                               const broadphase_spheres *s, size_t begin, size_t end) {
+    const float *c[3] = {s->x, s->y, s->z};
+    int dims = w->config.dimensions;
+    for (size_t i = begin; i < end; i++) {
+        uint32_t id = ids[i];
+        bool same = w->store.kind[id] == OBJECT_SPHERE && w->store.radius[id] == s->radius[i];
+        for (int k = 0; k < dims; k++) same = same && w->store.center[k][id] == c[k][i];
+        if (!same) return i;
+    }
+    return end;
+}
+
+/* A move's checks: every id live and once; then, when they are, each chunk from its first new
+ * shape on (SETTLE_*), which leaves in *notes the chunks a write must visit. With a bad id, the
+ * values are checked in full so that the first bad element is named, whichever it is. */
+static broadphase_status check_move_settled(broadphase_world *w, size_t count, const uint32_t *ids,
+                                            const void *shapes, bool spheres, size_t *bad,
+                                            batch_notes *notes) {
+    size_t bad_id = SIZE_MAX, bad_value = SIZE_MAX;
+    broadphase_status s = check_ids(w, count, ids, &bad_id);
+    if (s != BROADPHASE_OK) {
+        broadphase_status values = spheres ? check_spheres(w, count, shapes, &bad_value)
+                                           : check_boxes(w, count, shapes, &bad_value);
+        return check_move(w, count, ids, values, &bad_value, bad);
+    }
+    return batch_run(w, spheres ? SETTLE_SPHERES : SETTLE_BOXES, shapes, ids, count, bad, notes,
+                     NULL);
 }
 
 /* ---- writing objects --------------------------------------------------------------------- */
@@ -553,16 +635,15 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
     broadphase_status s = BROADPHASE_OK;
-    size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
+    size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!boxes || !ids || count > w->store.live_count)
+        batch_notes notes;
+        if (!boxes || !ids || count > w->store.live_count || !boxes_present(w, boxes))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
-            s = check_move(w, count, ids, check_boxes(w, count, boxes, &bad_value), &bad_value,
-                           &bad);
+            s = check_move_settled(w, count, ids, boxes, false, &bad, &notes);
         if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
-            batch_notes notes;
             batch_run(w, WRITE_BOXES, boxes, ids, count, &bad, &notes, NULL);
             note_moves(w, count, ids, &notes);
         }
@@ -577,16 +658,15 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!world_enter(w)) return BROADPHASE_ERROR_BUSY;
     broadphase_status s = BROADPHASE_OK;
-    size_t bad = SIZE_MAX, bad_value = SIZE_MAX;
+    size_t bad = SIZE_MAX;
     if (count > 0) {
-        if (!spheres || !ids || count > w->store.live_count)
+        batch_notes notes;
+        if (!spheres || !ids || count > w->store.live_count || !spheres_present(w, spheres))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
-            s = check_move(w, count, ids, check_spheres(w, count, spheres, &bad_value), &bad_value,
-                           &bad);
+            s = check_move_settled(w, count, ids, spheres, true, &bad, &notes);
         if (s == BROADPHASE_OK && !wake_reserve(w, count)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         if (s == BROADPHASE_OK) {
-            batch_notes notes;
             batch_run(w, WRITE_SPHERES, spheres, ids, count, &bad, &notes, NULL);
             note_moves(w, count, ids, &notes);
         }
