@@ -777,6 +777,10 @@ TEST(large_batch_names_first_bad_element) {
     CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_ERROR_NONFINITE);
     CHECK_EQ_INT(broadphase_last_error_index(w), 70001);
     s.max[2][70001] = keep_b;
+    /* A valid new shape in a chunk before the bad element, in the middle of unchanged ones
+     * (the move compares before it checks): not written by the refused call. */
+    float old_lo = w->store.box[ids[98000]].lo[0];
+    s.min[0][98000] = old_lo - 0.25f;
     s.min[1][99999] = s.max[1][99999] + 1.0f; /* inverted, before the NaN */
     CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_ERROR_INVERTED_BOX);
     CHECK_EQ_INT(broadphase_last_error_index(w), 99999);
@@ -784,9 +788,21 @@ TEST(large_batch_names_first_bad_element) {
     CHECK_EQ_INT(broadphase_add_boxes(w, N, &boxes, fresh), BROADPHASE_ERROR_INVERTED_BOX);
     CHECK_EQ_INT(broadphase_last_error_index(w), 99999);
     CHECK_EQ_INT(broadphase_object_count(w), N);
+    CHECK(w->store.box[ids[98000]].lo[0] == old_lo);
     p = step_ok(w);
     CHECK_EQ_INT(p.count, before);
+    /* Pushed unchanged, nothing counts as moved; the one new shape does, and is written. */
     s.min[1][150001] = keep_a;
+    s.min[1][99999] = s.max[1][99999] - 0.5f;
+    float fixed_lo = s.min[1][99999];
+    s.min[1][99999] = w->store.box[ids[99999]].lo[1];
+    s.min[0][98000] = old_lo;
+    CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_OK);
+    CHECK_EQ_INT(w->moved_count, 0);
+    s.min[1][99999] = fixed_lo == s.min[1][99999] ? fixed_lo - 0.5f : fixed_lo;
+    CHECK_EQ_INT(broadphase_move_boxes(w, N, ids, &boxes), BROADPHASE_OK);
+    CHECK_EQ_INT(w->moved_count, 1);
+    CHECK(w->store.box[ids[99999]].lo[1] == s.min[1][99999]);
     broadphase_destroy(w);
     free(fresh);
     free(ids);
