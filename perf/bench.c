@@ -92,6 +92,10 @@ typedef struct bench_run {
     size_t frames, last_pairs;
     double update_ms, search_ms, output_ms;
     uint64_t rebuilds_at_reset, rebuilds;
+    /* Each frame's time since the last reset (the last BENCH_FRAME_SERIES when there were
+     * more), for the median, the 99th percentile and the worst frame. */
+    double *frame_ms;
+    size_t frame_series;
     /* Query cases: the queries (columns) and room for their results. */
     float
         *qcol[14]; /* centre x y z, ray direction x y z, box min x y z, max x y z, radius, max_t */
@@ -748,7 +752,7 @@ static int query_frame(bench_run *r) {
  * runs for more frames, was timed further into that than a slower one. The peer libraries run
  * the same frames, or as many as fit in WARMUP_PEER_MS (their cost does not depend on ours'
  * state). */
-enum { WARMUP_FRAMES = 40, WARMUP_PEER_MS = 3000 };
+enum { WARMUP_FRAMES = 40, WARMUP_PEER_MS = 3000, BENCH_FRAME_SERIES = 1 << 16 };
 
 static double bench_now_ms(void) {
     struct timespec ts;
@@ -778,6 +782,11 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
     }
     r->c = &bench_cases[i];
     if (error_size > 0) error[0] = '\0';
+    if (!(r->frame_ms = malloc(BENCH_FRAME_SERIES * sizeof *r->frame_ms))) {
+        snprintf(error, error_size, "out of memory");
+        free(r);
+        return NULL;
+    }
     if (r->c->engine != BENCH_PEER || r->c->query == QUERY_NONE) park_release();
     if (!scene_make(&r->s, r->c->scene, r->c->count, BENCH_SEED) ||
         !(r->ids = malloc((r->c->count ? r->c->count : 1) * sizeof *r->ids)) ||
@@ -850,7 +859,7 @@ static broadphase_status churn(bench_run *r) {
 
 /* One frame as a user runs it: push every position (unchanged in static scenes, so the update
  * path still runs), remove and add again in churn cases, then step. */
-int bench_frame(bench_run *r) {
+static int frame_body(bench_run *r) {
     if (r->c->query != QUERY_NONE) return query_frame(r);
     if (r->p) return peer_bench_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
@@ -869,8 +878,32 @@ int bench_frame(bench_run *r) {
     return (int)BROADPHASE_OK;
 }
 
+int bench_frame(bench_run *r) {
+    double start = bench_now_ms();
+    int status = frame_body(r);
+    r->frame_ms[r->frame_series++ % BENCH_FRAME_SERIES] = bench_now_ms() - start;
+    return status;
+}
+
+static int cmp_ms(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_frame_stats(bench_run *r, double *median, double *p99, double *worst) {
+    size_t n = r->frame_series < BENCH_FRAME_SERIES ? r->frame_series : BENCH_FRAME_SERIES;
+    *median = *p99 = *worst = 0.0;
+    if (n == 0) return;
+    qsort(r->frame_ms, n, sizeof *r->frame_ms, cmp_ms); /* the order is not needed again */
+    *median = n % 2 ? r->frame_ms[n / 2] : 0.5 * (r->frame_ms[n / 2 - 1] + r->frame_ms[n / 2]);
+    *p99 = r->frame_ms[(99 * n + 99) / 100 - 1];
+    *worst = r->frame_ms[n - 1];
+    r->frame_series = 0;
+}
+
 void bench_reset_totals(bench_run *r) {
     r->frames = 0;
+    r->frame_series = 0;
     r->update_ms = r->search_ms = r->output_ms = 0.0;
     if (r->p || r->c->query != QUERY_NONE)
         return; /* no rebuild counter; last_pairs stays the last frame's */
@@ -917,6 +950,7 @@ void bench_teardown(bench_run *r) {
     free(r->qcounts);
     free(r->ids);
     free(r->churn_ids);
+    free(r->frame_ms);
     scene_free(&r->s);
     free(r);
 }

@@ -29,6 +29,9 @@ double bench_mean_update_ms(const bench_run *r);
 double bench_mean_search_ms(const bench_run *r);
 double bench_mean_output_ms(const bench_run *r);
 double bench_rebuilds_per_frame(const bench_run *r);
+/* The median, 99th percentile (nearest rank) and worst of the frames since the last reset (what
+ * bench_frame timed: the push, any churn, the step), in ms; starts a new series. */
+void bench_frame_stats(bench_run *r, double *median, double *p99, double *worst);
 void bench_teardown(bench_run *r);
 
 #ifdef __cplusplus

@@ -5,12 +5,15 @@
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "broadphase.h"
 #include "peers.h"
 
 #include "bench.h"
+#include "load.h"
 #include "machine.h"
 
 namespace {
@@ -73,6 +76,14 @@ void run_case(benchmark::State &state, size_t index) {
     state.counters["rebuilds_per_frame"] = bench_rebuilds_per_frame(run);
     state.counters["threads"] = bench_case_threads(index);
     state.counters["round_trip_ns"] = round_trip;
+    // What a user feels: the frames of this run (push, churn and step; the scene's motion is
+    // not timed), their median, 99th percentile and worst, and how many there were.
+    double median = 0, p99 = 0, worst = 0;
+    bench_frame_stats(run, &median, &p99, &worst);
+    state.counters["frame_median_ms"] = median;
+    state.counters["frame_p99_ms"] = p99;
+    state.counters["frame_worst_ms"] = worst;
+    state.counters["frames"] = static_cast<double>(state.iterations());
 }
 
 // The peer libraries compiled in, comma-separated, for the JSON context.
@@ -98,6 +109,15 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("broadphase_hardware_threads",
                                 std::to_string(bench_hardware_threads()));
     benchmark::AddCustomContext("broadphase_peers", peers_built());
+    // BROADPHASE_BENCH_LOAD=K: K processes spinning beside every case (perf/load.h), for the
+    // steps' behaviour when other work takes cores.
+    const char *load = std::getenv("BROADPHASE_BENCH_LOAD");
+    int spinners = load ? std::atoi(load) : 0;
+    if (spinners > 0 && !load_start(spinners)) {
+        std::fprintf(stderr, "broadphase-bench: could not start %d spinning processes\n", spinners);
+        return 1;
+    }
+    benchmark::AddCustomContext("broadphase_load_spinners", std::to_string(spinners));
     benchmark::AddCustomContext(
         "broadphase_round_trip_ns_at_start",
         std::to_string(static_cast<long>(machine_round_trip_ns(kRoundTrips))));
@@ -111,5 +131,6 @@ int main(int argc, char **argv) {
     bench_teardown(cache.run);
     cache.run = nullptr;
     benchmark::Shutdown();
+    load_stop();
     return 0;
 }

@@ -20,14 +20,22 @@
 # dense at 2000), both trees, 1 thread and all of them, in about 2 minutes: short enough to run
 # again when the machine's cross-core round trip (recorded per case) has changed. With --churn:
 # moving at N = 1e5 and 1e6 with one object in 1000 removed and added again every frame
-# (moving_churn), and without, both trees, update auto, 1 thread and all of them.
+# (moving_churn), and without, both trees, update auto, 1 thread and all of them. With --smooth:
+# the frames users feel (issue 33): moving, moving2d, clustered, moving_churn, uniform pushed
+# unchanged (with and without only-moved updates) at N = 1e4, 1e5 and 1e6, both trees, update
+# auto, 1 thread and all of them, one long run each (--benchmark_min_time=10: at least 300
+# frames at 1e5 and 120 at 1e6 here), with the frames' median, 99th percentile and worst as
+# counters; about 15 minutes. BROADPHASE_BENCH_LOAD=K in the environment runs K spinning
+# processes beside every case (other work taking cores).
 #
-# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors | --churn]
+# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors | --churn |
+#                              --smooth]
 #                             [--bench PATH]
 #                             [OUT.json] [-- OPTIONS...]
 #   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
 #              bench-still.json with --still, bench-queries.json with --queries,
-#              bench-floors.json with --floors, bench-churn.json with --churn)
+#              bench-floors.json with --floors, bench-churn.json with --churn,
+#              bench-smooth.json with --smooth)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -48,6 +56,7 @@ while [ $# -gt 0 ]; do
     --queries) mode=queries ;;
     --floors) mode=floors ;;
     --churn) mode=churn ;;
+    --smooth) mode=smooth ;;
     --bench)
         bench=$2
         shift
@@ -97,6 +106,9 @@ elif [ "$mode" = floors ]; then
 elif [ "$mode" = churn ]; then
     out=${out:-perf/results/bench-churn.json}
     filter="^step/moving(_churn)?/(kdtree|octree)/auto/n:(100000|1000000)/threads:(1|$most)/"
+elif [ "$mode" = smooth ]; then
+    out=${out:-perf/results/bench-smooth.json}
+    filter="^step/(moving|moving2d|clustered|moving_churn|uniform|uniform_rest)/(kdtree|octree)/auto/n:(10000|100000|1000000)/threads:(1|$most)/"
 else
     out=${out:-perf/results/bench-threads.json}
     filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
@@ -104,6 +116,10 @@ fi
 
 mkdir -p "$(dirname "$out")"
 echo "broadphase-bench: $mode set, threads $(echo $all_threads | tr ' ' ','), into $out" >&2
+if [ "$mode" = smooth ]; then
+    exec "$bench" --benchmark_filter="$filter" --benchmark_min_time=10 --benchmark_out="$out" \
+        --benchmark_out_format=json "${extra[@]}"
+fi
 exec "$bench" --benchmark_filter="$filter" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_out="$out" \
     --benchmark_out_format=json "${extra[@]}"
