@@ -101,6 +101,10 @@ bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
     return ok;
 }
 
+void events_none(events_state *e) {
+    e->begun_count = e->ended_count = 0;
+}
+
 void events_release(events_state *e, heap *h) {
     heap_array_release(h, &e->begun);
     heap_array_release(h, &e->ended);

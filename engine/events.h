@@ -23,6 +23,8 @@ typedef struct events_state {
  * ended, its new ones began). False on out of memory (the events are then empty). */
 bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
                    const uint32_t *added, size_t added_count);
+/* After a step that found nothing changed: no pair began or ended. */
+void events_none(events_state *e);
 /* The fresh marks for ids below `need`. False on out of memory. */
 bool events_fresh_reserve(events_state *e, heap *h, size_t need);
 void events_release(events_state *e, heap *h);

@@ -60,18 +60,43 @@ static broadphase_status run_phases(broadphase_world *w) {
     return BROADPHASE_OK;
 }
 
+/* Nothing that decides a pair changed since the last step, which succeeded: no object was
+ * added, removed, given a new shape (a push of the shape it has is no change) or a new filter,
+ * and no static flag changed (which makes the trees stale). The fields' own flags are consumed
+ * only by the methods that use the fields. */
+static bool nothing_changed(const broadphase_world *w) {
+    bool fields = w->method->uses_fields && (w->statics_dirty || w->rest.drop);
+    return w->last_step_ok && w->moved_count == 0 && w->added_count == 0 && !w->trees_stale &&
+           !fields;
+}
+
+/* A still world's step: the last step's pairs stand, no pair began or ended. */
+static broadphase_status keep_pairs(broadphase_world *w) {
+    if (w->config.pair_events) events_none(&w->events);
+    w->stats.update_ms = w->stats.search_ms = w->stats.output_ms = 0.0;
+    w->stats.step_threads = 1;
+    w->stats.unchanged_steps++;
+    return BROADPHASE_OK;
+}
+
 broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     w->generation++;
     double start = clock_now_ms();
-    /* Events and the rest's carry-over both need the last step's pairs. */
-    bool keep = w->config.pair_events || (w->method->uses_fields && w->config.rest_share > 0.0f);
-    if (keep && w->last_step_ok) pairs_keep_previous(&w->pairs);
-    w->stats.step_threads = (size_t)team_begin(&w->team);
-    broadphase_status s = run_phases(w);
-    team_end(&w->team, clock_now_ms() - start);
-    w->stats.preempted_steps = w->team.preempted_steps;
+    broadphase_status s;
+    if (nothing_changed(w)) {
+        s = keep_pairs(w);
+    } else {
+        /* Events and the rest's carry-over both need the last step's pairs. */
+        bool keep =
+            w->config.pair_events || (w->method->uses_fields && w->config.rest_share > 0.0f);
+        if (keep && w->last_step_ok) pairs_keep_previous(&w->pairs);
+        w->stats.step_threads = (size_t)team_begin(&w->team);
+        s = run_phases(w);
+        team_end(&w->team, clock_now_ms() - start);
+        w->stats.preempted_steps = w->team.preempted_steps;
+    }
     /* 6. Publication: the pairs stand for this step, the changes are consumed. */
     w->last_error_index = SIZE_MAX;
     w->last_step_ok = s == BROADPHASE_OK;

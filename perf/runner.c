@@ -1141,11 +1141,11 @@ int main(int argc, char **argv) {
            round_trip_before, machine_round_trip_ns(ROUND_TRIPS));
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
-    printf("structure: %llu steps, %llu rebuilds, %llu refits; %zu objects at rest (%llu rest "
-           "builds), %zu static\n",
+    printf("structure: %llu steps, %llu rebuilds, %llu refits, %llu unchanged; %zu objects at "
+           "rest (%llu rest builds), %zu static\n",
            (unsigned long long)stats.steps, (unsigned long long)stats.rebuilds,
-           (unsigned long long)stats.refits, stats.resting_objects,
-           (unsigned long long)stats.rest_builds, stats.static_objects);
+           (unsigned long long)stats.refits, (unsigned long long)stats.unchanged_steps,
+           stats.resting_objects, (unsigned long long)stats.rest_builds, stats.static_objects);
     printf("threads: the last step ran on %zu of %d; %llu of %llu steps had a thread preempted\n",
            stats.step_threads, threads_shown, (unsigned long long)stats.preempted_steps,
            (unsigned long long)stats.steps);

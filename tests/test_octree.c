@@ -860,8 +860,18 @@ static void deletes_until_empty(int dims) {
             CHECK_EQ_INT(st.objects_in_internal_nodes, 0);
         }
     }
+    /* A step that finds nothing changed does no work, and ages nothing: each of these steps has
+     * a change that leaves the worlds empty (an object added and removed again). */
     for (int f = 0; f < 70; f++) {
         TEST_CONTEXT("%dD empty step %d", dims, f);
+        float z = 0.0f, one = 1.0f;
+        broadphase_boxes tiny = {&z, &z, &z, &one, &one, &one};
+        for (int i = -1; i < b.count; i++) {
+            broadphase_world *w = i < 0 ? b.oracle : b.w[i];
+            uint32_t id;
+            CHECK_EQ_INT(broadphase_add_boxes(w, 1, &tiny, &id), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_OK);
+        }
         bench_step(&b, &t, false, "empty");
     }
     for (int i = 0; i < b.count; i++) {
@@ -1608,6 +1618,12 @@ static void flat_search_escape(int dims) {
     got = step_ok(w);
     CHECK(pairs_equal(want.data, want.count, got.data, got.count, "escaped step"));
     broadphase_get_stats(w, &after);
+    /* The next step has a change (a step that finds none does no work): the same object a
+     * hair further on. */
+    col[id] += 0.001f * cell;
+    col[3 * N + id] += 0.001f * cell;
+    CHECK_EQ_INT(broadphase_move_boxes(ref, 1, &id, &one), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_move_boxes(w, 1, &id, &one), BROADPHASE_OK);
     want = step_ok(ref);
     got = step_ok(w);
     CHECK(pairs_equal(want.data, want.count, got.data, got.count, "step after"));

@@ -1833,11 +1833,95 @@ TEST(stats) {
         if (RUNS[r].method != BROADPHASE_METHOD_BRUTE_FORCE) {
             CHECK(st.nodes >= 1);
             CHECK(st.leaves >= 1 && st.leaves <= st.nodes);
-            CHECK(st.rebuilds + st.refits == st.steps);
+            /* Steps 2 and 3 found nothing changed and kept the pairs; the others updated. */
+            CHECK(st.rebuilds + st.refits + st.unchanged_steps == st.steps);
         } else {
             CHECK_EQ_INT(st.nodes, 0);
         }
+        CHECK_EQ_INT(st.unchanged_steps, 2);
         CHECK(st.allocations >= 1);
+        broadphase_destroy(w);
+    }
+}
+
+/* The pairs a text "a-b a-b ..." names. */
+static size_t p_count(const char *text) {
+    size_t n = 0;
+    for (const char *c = text; *c; c++) n += *c == '-';
+    return n;
+}
+
+/* The step's pairs as a text "a-b a-b ...". */
+static void pairs_text(broadphase_pairs p, char *out, size_t size) {
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < p.count && at + 24 < size; i++)
+        at += (size_t)snprintf(out + at, size - at, "%s%u-%u", i ? " " : "", p.data[i].a,
+                               p.data[i].b);
+}
+
+static void expect_step(broadphase_world *w, const char *pairs, size_t begun, size_t ended,
+                        uint64_t unchanged) {
+    char text[256];
+    pairs_text(step_ok(w), text, sizeof text);
+    CHECK(strcmp(text, pairs) == 0);
+    if (strcmp(text, pairs) != 0) fprintf(stderr, "  pairs \"%s\", want \"%s\"\n", text, pairs);
+    broadphase_events ev;
+    CHECK_EQ_INT(broadphase_pair_events(w, &ev), BROADPHASE_OK);
+    CHECK_EQ_INT(ev.begun.count, begun);
+    CHECK_EQ_INT(ev.ended.count, ended);
+    broadphase_stats st;
+    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+    CHECK_EQ_INT(st.unchanged_steps, unchanged);
+    CHECK_EQ_INT(st.pairs, p_count(pairs));
+}
+
+/* A step that finds nothing changed keeps the last pairs (stats.unchanged_steps) and reports no
+ * event; a push of the shapes objects already have is no change; every call that changes a
+ * pair is one: a new shape, a filter, a static flag, a remove, an add, a shape of the other
+ * kind. Every method, 1 and 2 threads. */
+TEST(unchanged_steps_keep_pairs_and_every_change_counts) {
+    for (int r = 0; r < RUN_COUNT; r++) {
+        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
+                     (double)RUNS[r].looseness);
+        broadphase_config cfg = broadphase_config_default(3);
+        cfg.method = RUNS[r].method;
+        cfg.threads = RUNS[r].threads;
+        if (RUNS[r].looseness != 0.0f) cfg.looseness = RUNS[r].looseness;
+        cfg.pair_events = true;
+        broadphase_world *w = world_with(&cfg);
+        REQUIRE(w);
+        shape s[3] = {box_shape(0, 0, 0, 1, 1, 1), box_shape(0.5f, 0.5f, 0.5f, 1.5f, 1.5f, 1.5f),
+                      box_shape(10, 10, 10, 11, 11, 11)};
+        uint32_t ids[3];
+        CHECK_EQ_INT(add_batch(w, s, 3, 3, ids), BROADPHASE_OK);
+        expect_step(w, "0-1", 1, 0, 0);
+        expect_step(w, "0-1", 0, 0, 1); /* nothing called */
+        CHECK_EQ_INT(move_batch(w, ids, s, 3, 3), BROADPHASE_OK);
+        expect_step(w, "0-1", 0, 0, 2); /* everything pushed as it was */
+        move_one(w, ids[2], box_shape(1.25f, 1.25f, 1.25f, 3, 3, 3), 3);
+        expect_step(w, "0-1 1-2", 1, 0, 2);
+        broadphase_filter none = {1, 0, 0};
+        CHECK_EQ_INT(broadphase_set_filters(w, 1, &ids[2], &none), BROADPHASE_OK);
+        expect_step(w, "0-1", 0, 1, 2);
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &ids[0], true), BROADPHASE_OK);
+        expect_step(w, "0-1", 0, 0, 2); /* a flag changed: the pair is found again */
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &ids[1], true), BROADPHASE_OK);
+        expect_step(w, "", 0, 1, 2); /* two statics make no pair */
+        CHECK_EQ_INT(broadphase_set_static(w, 1, &ids[1], false), BROADPHASE_OK);
+        expect_step(w, "0-1", 1, 0, 2);
+        remove_one(w, ids[1]);
+        expect_step(w, "", 0, 1, 2);
+        uint32_t d = add_one(w, sphere_shape(0.5f, 0.5f, 0.5f, 0.25f), 3); /* id 1 again */
+        CHECK_EQ_INT(d, 1);
+        expect_step(w, "0-1", 1, 0, 2);
+        expect_step(w, "0-1", 0, 0, 3);
+        move_one(w, d, sphere_shape(0.5f, 0.5f, 0.5f, 0.25f), 3); /* the same sphere */
+        expect_step(w, "0-1", 0, 0, 4);
+        move_one(w, d, box_shape(0.25f, 0.25f, 0.25f, 0.75f, 0.75f, 0.75f), 3); /* its box */
+        expect_step(w, "0-1", 0, 0, 4);
+        move_one(w, d, sphere_shape(5, 5, 5, 0.25f), 3);
+        expect_step(w, "", 0, 1, 4);
         broadphase_destroy(w);
     }
 }

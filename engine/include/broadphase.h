@@ -284,6 +284,9 @@ typedef struct broadphase_stats {
     size_t step_threads;              /* threads the last step ran on (config.fixed_threads) */
     uint64_t preempted_steps;         /* steps during which the scheduler took one of their
                                          threads off its core (other work wanted it) */
+    uint64_t unchanged_steps;         /* steps that found nothing changed since the last one
+                                         (no add, remove, new shape, filter or static flag) and
+                                         kept its pairs, at the cost of a check */
 } broadphase_stats;
 
 BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,
