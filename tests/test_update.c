@@ -921,9 +921,13 @@ TEST(team_policy) {
     team_observe(&t, 0.2, 1.0);
     team_observe(&t, 0.4, 10.0);
     CHECK_EQ_INT(t.preempted_steps, 20);
-    /* One step held up for 9 of its 10 ms: one thread fewer at once. */
+    /* One step held up for 4 of its 10 ms: not yet; for 5 of 10: one thread fewer at once. */
     team_choose(&t);
-    team_observe(&t, 9.0, 10.0);
+    team_observe(&t, 4.0, 10.0);
+    CHECK_EQ_INT(t.size, 4);
+    for (int f = 0; f < 20; f++) team_observe(&t, 0.0, 10.0); /* the average decays */
+    team_choose(&t);
+    team_observe(&t, 5.0, 10.0);
     CHECK_EQ_INT(t.size, 3);
     CHECK_EQ_INT(team_choose(&t), 3);
     /* A third of every step: down to one, and no further. */
