@@ -1,0 +1,30 @@
+#!/bin/bash
+# The frames users feel on the 16-core device (issue 33): other work taking cores (K spinning
+# processes, --load K) with the team that adapts (the default) and with every step on all the
+# threads (--fixed-threads, the behaviour before), then the frame statistics of the issue's
+# scenes at all 16 threads. Run from the repository root with the static runner carried along:
+#   bash perf/results/smooth/device16.sh build/static/broadphase-run OUT_DIR
+B=$1
+O=${2:-.}
+run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first frame|^threads:|^structure"; }
+{
+    nproc
+    for n in 10000 100000; do
+        for m in kdtree octree; do
+            for L in 0 8 15; do
+                run --scene moving --n $n --frames 300 --method $m --threads 0 --load $L
+                run --scene moving --n $n --frames 300 --method $m --threads 0 --load $L --fixed-threads
+                run --scene moving --n $n --frames 300 --method $m --threads 1 --load $L
+            done
+        done
+    done
+} >"$O/device16-load.txt"
+{
+    for m in kdtree octree; do
+        run --scene moving --n 100000 --frames 300 --method $m
+        run --scene moving2d --n 100000 --frames 300 --method $m
+        run --scene moving --n 1000000 --frames 120 --method $m
+        run --scene clustered --n 1000000 --frames 120 --method $m
+        run --scene uniform --n 1000000 --frames 120 --method $m
+    done
+} >"$O/device16-smooth.txt"
