@@ -115,13 +115,20 @@ static threads_mark threads_mark_now(void) {
     return m;
 }
 
-/* The time a thread spent off its core since `before` because the scheduler took the core (it
- * was preempted); 0 when it was not (time spent asleep waiting for tasks is not a stall). */
-static double threads_stall_since(threads_mark before) {
+/* A thread that enters a parallel call this long after the caller opened it was not woken in
+ * time but waited for a core (waking from sleep takes tens of microseconds). */
+#define THREADS_LATE_MS 0.5
+
+/* How long a thread held its call up: its late start (when it waited for a core), and the time
+ * it spent off its core since `before` because the scheduler took the core (it was preempted;
+ * time spent asleep waiting for tasks is not a stall). */
+static double threads_stall_since(double opened_ms, threads_mark before) {
     threads_mark now = threads_mark_now();
-    if (now.preemptions == before.preemptions) return 0.0;
+    double late = before.wall_ms - opened_ms;
+    double stall = late > THREADS_LATE_MS ? late : 0.0;
+    if (now.preemptions == before.preemptions) return stall;
     double off = (now.wall_ms - before.wall_ms) - (now.cpu_ms - before.cpu_ms);
-    return off > 0.0 ? off : 0.0;
+    return off > 0.0 ? stall + off : stall;
 }
 
 double threads_idle_core_ms(void) {
@@ -178,7 +185,7 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
     }
 #if THREADS_HAVE_OPENMP
     int team = threads_team(workers, chunk_count);
-    double stalled = 0.0;
+    double stalled = 0.0, opened = threads_clock_ms(CLOCK_MONOTONIC);
 #pragma omp parallel num_threads(team) reduction(max : stalled)
     {
         threads_mark before = threads_mark_now();
@@ -190,7 +197,7 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
 #pragma omp for schedule(static) nowait
             for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
         }
-        stalled = threads_stall_since(before);
+        stalled = threads_stall_since(opened, before);
     }
     threads_stalled_ms += stalled;
 #else
@@ -253,14 +260,14 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
         return;
     }
 #if THREADS_HAVE_OPENMP
-    double stalled = 0.0;
+    double stalled = 0.0, opened = threads_clock_ms(CLOCK_MONOTONIC);
 #pragma omp parallel num_threads(threads_team(workers, (size_t)workers)) reduction(max : stalled)
     {
         threads_mark before = threads_mark_now();
         /* The single's closing barrier is where the other threads run the spawned tasks. */
 #pragma omp single
         root(ctx, omp_get_thread_num());
-        stalled = threads_stall_since(before);
+        stalled = threads_stall_since(opened, before);
     }
     threads_stalled_ms += stalled;
 #endif

@@ -3,9 +3,10 @@
 # processes, --load K) with the team that adapts (the default) and with every step on all the
 # threads (--fixed-threads, the behaviour before), then the frame statistics of the issue's
 # scenes at all 16 threads. Run from the repository root with the static runner carried along:
-#   bash perf/results/smooth/device16.sh build/static/broadphase-run OUT_DIR
+#   bash perf/results/smooth/device16.sh build/static/broadphase-run OUT_DIR [all | load2]
 B=$1
 O=${2:-.}
+PART=${3:-all} # all, or load2: the load runs alone, into device16-load2.txt
 run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first frame|^threads:|^structure"; }
 {
     nproc
@@ -18,7 +19,8 @@ run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first f
             done
         done
     done
-} >"$O/device16-load.txt"
+} >"$O/device16-load${PART#all}.txt"
+[ "$PART" = all ] || exit 0
 {
     for m in kdtree octree; do
         run --scene moving --n 100000 --frames 300 --method $m
