@@ -81,7 +81,9 @@ void team_observe(team *t, double stalled_ms, double step_ms) {
     t->stall_share += TEAM_SHARE_WEIGHT * (share - t->stall_share);
     if ((t->stall_share > TEAM_SHARE_TO_SHRINK || share >= TEAM_SHARE_AT_ONCE) && t->size > 1) {
         t->stall_share = 0.0;
-        t->size--;
+        /* A quarter of a large team at a time (16 threads under 8 other processes would
+         * otherwise take 8 held-up steps to halve), one thread of a small one. */
+        t->size -= t->size >= 8 ? t->size / 4 : 1;
         t->quiet = 0;
         t->idle_mark_at = 0.0; /* the next reading starts a fresh span */
         t->idle_cores = TEAM_IDLE_NOT_YET;

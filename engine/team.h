@@ -2,7 +2,8 @@
  * (other processes, the host's own threads), a worker the scheduler takes off its core holds up
  * the parallel call it is in until it runs again: a step that costs a millisecond can take ten.
  * So the team follows what the machine gives. When the recent steps spent a noticeable share of
- * their time held up that way (threads_take_stalled_ms), the next steps run on one thread fewer.
+ * their time held up that way (threads_take_stalled_ms), the next steps run on fewer threads (a
+ * quarter fewer from 8 on, else one).
  * While the team is short, the machine's idle time is read every so often (threads_idle_core_ms);
  * after a quiet spell, if a core stood idle, the steps try one thread more, and if the team has to
  * shrink again soon after, the next try waits twice as long. The work is cut the same way for any

@@ -978,6 +978,14 @@ TEST(team_policy) {
     steps = 0;
     while (team_choose(&t) == 1 && steps < 1000) team_observe(&t, 0.0, 10.0), steps++;
     CHECK_EQ_INT(steps, 15);
+    /* A large team loses a quarter at a time: 16, 12, 9, 7, then one at a time. */
+    team_init(&t, 16, false);
+    static const int sizes[] = {12, 9, 7, 6, 5, 4, 3, 2, 1, 1};
+    for (int i = 0; i < 10; i++) {
+        team_choose(&t);
+        team_observe(&t, 9.0, 10.0);
+        CHECK_EQ_INT(t.size, sizes[i]);
+    }
     /* Never above the workers. */
     team_init(&t, 2, false);
     for (int f = 0; f < 1000; f++) CHECK_EQ_INT(team_choose(&t), 2);

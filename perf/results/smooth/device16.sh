@@ -19,7 +19,7 @@ run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first f
             done
         done
     done
-} >"$O/device16-load${PART#all}.txt"
+} >"$O/device16-load${PART#all}.txt" # all: device16-load.txt; load2: device16-loadload2.txt
 [ "$PART" = all ] || exit 0
 {
     for m in kdtree octree; do
