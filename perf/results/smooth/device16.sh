@@ -6,7 +6,7 @@
 #   bash perf/results/smooth/device16.sh build/static/broadphase-run OUT_DIR [all | load2]
 B=$1
 O=${2:-.}
-PART=${3:-all} # all, or load2: the load runs alone, into device16-load2.txt
+PART=${3:-all} # all; load2: the load runs alone; load3: those without --fixed-threads
 run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first frame|^threads:|^structure"; }
 {
     nproc
@@ -14,12 +14,13 @@ run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first f
         for m in kdtree octree; do
             for L in 0 8 15; do
                 run --scene moving --n $n --frames 300 --method $m --threads 0 --load $L
-                run --scene moving --n $n --frames 300 --method $m --threads 0 --load $L --fixed-threads
+                [ "$PART" = load3 ] ||
+                    run --scene moving --n $n --frames 300 --method $m --threads 0 --load $L --fixed-threads
                 run --scene moving --n $n --frames 300 --method $m --threads 1 --load $L
             done
         done
     done
-} >"$O/device16-load${PART#all}.txt" # all: device16-load.txt; load2: device16-loadload2.txt
+} >"$O/device16-load${PART#all}.txt" # all: device16-load.txt; else device16-load<PART>.txt
 [ "$PART" = all ] || exit 0
 {
     for m in kdtree octree; do
