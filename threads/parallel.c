@@ -86,6 +86,7 @@ double threads_take_stalled_ms(void) {
     return ms;
 }
 
+#if THREADS_HAVE_OPENMP
 /* The threads a call starts: its workers, no more than it has pieces, within the caller's limit. */
 static int threads_team(int workers, size_t pieces) {
     int team = pieces < (size_t)workers ? (int)pieces : workers;
@@ -130,6 +131,7 @@ static double threads_stall_since(double opened_ms, threads_mark before) {
     double off = (now.wall_ms - before.wall_ms) - (now.cpu_ms - before.cpu_ms);
     return off > 0.0 ? stall + off : stall;
 }
+#endif
 
 double threads_idle_core_ms(void) {
 #if THREADS_LINUX

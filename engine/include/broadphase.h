@@ -169,7 +169,9 @@ typedef struct broadphase_spheres {
  * remove, set_filters or set_static batch longer than the live objects (its ids must be live and
  * distinct) is BROADPHASE_ERROR_INVALID_ARGUMENT, both naming no element. Ids are handed out
  * lowest-free first, so objects added in one call to an empty world get ids 0..count-1 in order; a
- * removed id may be reused. Moving an object with the other kind's call changes its shape. */
+ * removed id may be reused. Moving an object with the other kind's call changes its shape. A move
+ * compares each new shape with the stored one first: objects pushed with the shapes they have are
+ * read, not checked or written, and do not count as changed. */
 BROADPHASE_API broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
                                                       const broadphase_boxes *boxes,
                                                       uint32_t *ids_out);
@@ -202,7 +204,9 @@ typedef struct broadphase_pairs {
 /* Reports every unordered pair of live objects that overlap, once, as (a, b) with a < b, sorted
  * by (a, b): identical for every thread count and every method. Overlap is closed (touching
  * counts). The pair array is owned by the world and valid until the next mutating call or step.
- * pairs_out may be NULL (then the pairs are still available from broadphase_last_pairs). */
+ * pairs_out may be NULL (then the pairs are still available from broadphase_last_pairs). A step
+ * that finds nothing changed since the last successful one (no add, remove, new shape, filter or
+ * static flag) keeps its pairs, reports no event and costs a check (stats.unchanged_steps). */
 BROADPHASE_API broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out);
 /* The pairs of the last step: empty before the first step and after a failed one. */
 BROADPHASE_API broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
