@@ -215,11 +215,13 @@ static void team_chunk(size_t chunk, int worker, void *ctx) {
     atomic_fetch_add(&r->visits, 1);
 }
 
+#if THREADS_TEST_OPENMP
 static void team_slow_chunk(size_t chunk, int worker, void *ctx) {
     volatile unsigned spin = 0;
     for (unsigned i = 0; i < 20000; i++) spin = spin + i;
     team_chunk(chunk, worker, ctx);
 }
+#endif
 
 static void team_task(void *ctx, int worker) {
     team_chunk(0, worker, ctx);
