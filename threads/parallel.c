@@ -131,6 +131,14 @@ static double threads_stall_since(double opened_ms, threads_mark before) {
     double off = (now.wall_ms - before.wall_ms) - (now.cpu_ms - before.cpu_ms);
     return off > 0.0 ? stall + off : stall;
 }
+
+/* The longest of the first `count` threads' stalls (cells of threads the runtime did not give
+ * stay at the 0 they were set to). */
+static double threads_most(double *stalls, int count) {
+    double most = 0.0;
+    for (int i = 0; i < count; i++) most = stalls[i] > most ? stalls[i] : most;
+    return most;
+}
 #endif
 
 double threads_idle_core_ms(void) {
@@ -187,8 +195,12 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
     }
 #if THREADS_HAVE_OPENMP
     int team = threads_team(workers, chunk_count);
-    double stalled = 0.0, opened = threads_clock_ms(CLOCK_MONOTONIC);
-#pragma omp parallel num_threads(team) reduction(max : stalled)
+    /* Each thread's stall in its own cell (no reduction clause: clang's OpenMP makes that a
+     * global lock symbol, which the library would export). */
+    double stalls[THREADS_MAX_WORKERS];
+    for (int i = 0; i < team; i++) stalls[i] = 0.0; /* the runtime may give fewer threads */
+    double opened = threads_clock_ms(CLOCK_MONOTONIC);
+#pragma omp parallel num_threads(team)
     {
         threads_mark before = threads_mark_now();
         int worker = omp_get_thread_num();
@@ -199,9 +211,9 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
 #pragma omp for schedule(static) nowait
             for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
         }
-        stalled = threads_stall_since(opened, before);
+        stalls[omp_get_thread_num()] = threads_stall_since(opened, before);
     }
-    threads_stalled_ms += stalled;
+    threads_stalled_ms += threads_most(stalls, team);
 #else
     (void)dynamic;
 #endif
@@ -262,16 +274,19 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
         return;
     }
 #if THREADS_HAVE_OPENMP
-    double stalled = 0.0, opened = threads_clock_ms(CLOCK_MONOTONIC);
-#pragma omp parallel num_threads(threads_team(workers, (size_t)workers)) reduction(max : stalled)
+    double stalls[THREADS_MAX_WORKERS];
+    int team = threads_team(workers, (size_t)workers);
+    for (int i = 0; i < team; i++) stalls[i] = 0.0; /* the runtime may give fewer threads */
+    double opened = threads_clock_ms(CLOCK_MONOTONIC);
+#pragma omp parallel num_threads(team)
     {
         threads_mark before = threads_mark_now();
         /* The single's closing barrier is where the other threads run the spawned tasks. */
 #pragma omp single
         root(ctx, omp_get_thread_num());
-        stalled = threads_stall_since(opened, before);
+        stalls[omp_get_thread_num()] = threads_stall_since(opened, before);
     }
-    threads_stalled_ms += stalled;
+    threads_stalled_ms += threads_most(stalls, team);
 #endif
 }
 
