@@ -169,9 +169,9 @@ typedef struct broadphase_spheres {
  * remove, set_filters or set_static batch longer than the live objects (its ids must be live and
  * distinct) is BROADPHASE_ERROR_INVALID_ARGUMENT, both naming no element. Ids are handed out
  * lowest-free first, so objects added in one call to an empty world get ids 0..count-1 in order; a
- * removed id may be reused. Moving an object with the other kind's call changes its shape. A move
- * compares each new shape with the stored one first: objects pushed with the shapes they have are
- * read, not checked or written, and do not count as changed. */
+ * removed id may be reused. Moving an object with the other kind's call changes its shape. An
+ * object pushed with the shape it has does not count as changed; a move whose first object is
+ * unchanged compares chunk by chunk before it checks, and its unchanged chunks are only read. */
 BROADPHASE_API broadphase_status broadphase_add_boxes(broadphase_world *w, size_t count,
                                                       const broadphase_boxes *boxes,
                                                       uint32_t *ids_out);
