@@ -59,9 +59,11 @@ int threads_worker_index(void);
  * whatever `workers` they are given; worker indices stay below both. */
 void threads_set_team_limit(int limit);
 /* The time the parallel calls made from the calling thread were held up by a thread that the
- * scheduler had taken off its core (for each call, the longest such time of its threads; a
- * thread asleep waiting for work is not held up), since the last take, in milliseconds; the
- * count starts again at 0. Always 0 where the system does not say. */
+ * scheduler had taken off its core while it worked, or that started the call more than half a
+ * millisecond late because it waited for a core (for each call, the longest such time of its
+ * threads; a thread asleep waiting for work is not held up), since the last take, in
+ * milliseconds; the count starts again at 0. Only the late starts where the system does not say
+ * more (outside Linux); 0 without OpenMP. */
 double threads_take_stalled_ms(void);
 /* The time the machine's cores have spent idle since boot, summed over the cores, in
  * milliseconds (to the scheduler's clock tick), or -1 where the system does not say. Two
