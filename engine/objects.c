@@ -653,6 +653,7 @@ broadphase_status broadphase_move_boxes(broadphase_world *w, size_t count, const
     size_t bad = SIZE_MAX;
     if (count > 0) {
         batch_notes notes;
+        notes.settled = false; /* until a SETTLE_* run says which chunks to write */
         if (!boxes || !ids || count > w->store.live_count || !boxes_present(w, boxes))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
@@ -676,6 +677,7 @@ broadphase_status broadphase_move_spheres(broadphase_world *w, size_t count, con
     size_t bad = SIZE_MAX;
     if (count > 0) {
         batch_notes notes;
+        notes.settled = false; /* until a SETTLE_* run says which chunks to write */
         if (!spheres || !ids || count > w->store.live_count || !spheres_present(w, spheres))
             s = BROADPHASE_ERROR_INVALID_ARGUMENT;
         else
