@@ -432,6 +432,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
     threads_for_chunks(w->workers, node_chunk_count, kd_set_ranges, &r);
     t->slots.cur = 0;
     t->slots.count = count;
+    tree_slots_ready(w, &t->slots, 0, count);
     scatter_ctx s = {t};
     threads_for_ranges(w->workers, count, t->slot_chunk, scatter_records, &s);
     tree_forget_free_ids(w, t->node_of);

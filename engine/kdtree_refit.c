@@ -420,6 +420,7 @@ broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
     t->moves_tmp_capacity = t->move_capacity;
     t->moves = sorted;
     t->move_capacity = sorted_capacity;
+    tree_slots_ready(w, &t->slots, 1 - t->slots.cur, (size_t)(total >> 32));
     threads_for_chunks(w->workers, c.chunks, copy_nodes, &c); /* cut by the old layout */
     c.new_ranges = true;
     threads_for_chunks(w->workers, node_chunk_count, kd_set_ranges, &c);

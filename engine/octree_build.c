@@ -497,6 +497,7 @@ broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
     t->free_count = 0;
     t->slots.cur = 0;
     t->slots.count = (uint32_t)count;
+    tree_slots_ready(w, &t->slots, 0, count);
     threads_for_ranges(w->workers, count,
                        threads_chunk_size(count, w->workers, SMALL_CHUNK, SLOT_CHUNK),
                        scatter_slots, &g);

@@ -666,6 +666,7 @@ static void lay_out(broadphase_world *w, octree *t) {
     oc_ctx c = {w, t};
     size_t nodes = t->node_count;
     uint32_t total = relayout(t, 0, 0);
+    tree_slots_ready(w, &t->slots, 1 - t->slots.cur, total);
     threads_for_chunks(w->workers, node_chunks(w, t), copy_nodes, &c);
     /* Spare and free nodes hold nothing: empty ranges (relayout does not reach inside
      * spare branches). */

@@ -13,6 +13,9 @@ static size_t slot_stride(size_t capacity) {
     return (capacity + SIMD_PAD + 15) / 16 * 16;
 }
 
+/* Slots a worker fills with sentinels at a time (tree_slots_ready). */
+enum { SLOT_FILL_GRAIN = 1 << 14 };
+
 static size_t slot_block_bytes(size_t capacity) {
     return slot_stride(capacity) * (6 * sizeof(float) + sizeof(uint32_t));
 }
@@ -44,16 +47,38 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
             t->smax[b][k] = f + stride * (size_t)(3 + k);
         }
         t->sid[b] = (uint32_t *)(f + stride * 6);
-        for (size_t i = 0; i < stride; i++) {
-            for (int k = 0; k < 3; k++) {
-                t->smin[b][k][i] = INFINITY;
-                t->smax[b][k][i] = -INFINITY;
-            }
-            t->sid[b][i] = WORLD_NONE;
-        }
+        t->filled[b] = false;
     }
     t->capacity = cap;
     return true;
+}
+
+typedef struct slots_fill {
+    tree_slots *t;
+    int b;
+    size_t from;
+} slots_fill;
+
+static void fill_range(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const slots_fill *f = p;
+    tree_slots *t = f->t;
+    for (size_t i = f->from + begin; i < f->from + end; i++) {
+        for (int k = 0; k < 3; k++) {
+            t->smin[f->b][k][i] = INFINITY;
+            t->smax[f->b][k][i] = -INFINITY;
+        }
+        t->sid[f->b][i] = WORLD_NONE;
+    }
+}
+
+void tree_slots_ready(broadphase_world *w, tree_slots *t, int b, size_t written) {
+    if (t->filled[b]) return;
+    size_t stride = slot_stride(t->capacity);
+    if (written > stride) written = stride;
+    slots_fill f = {t, b, written};
+    threads_for_ranges(w->workers, stride - written, SLOT_FILL_GRAIN, fill_range, &f);
+    t->filled[b] = true;
 }
 
 /* With more than one worker, the last search left the slots' lines in other cores' caches, and

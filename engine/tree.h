@@ -25,10 +25,18 @@ typedef struct tree_slots {
     int cur;
     size_t capacity;
     uint32_t count;
+    bool filled[2]; /* the buffer's sentinels written since the reserve (tree_slots_ready) */
 } tree_slots;
 
-/* Room for `need` objects in both buffers; contents are not kept. False on out of memory. */
+/* Room for `need` objects in both buffers; contents are not kept, and neither buffer is ready.
+ * False on out of memory. */
 bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
+/* Before buffer b is first written after a reserve: every slot past the first `written` (which
+ * the caller is about to write) takes the sentinels, in parallel; nothing once it is ready. A
+ * fresh buffer is touched here, page by page, for the first time: a build readies only the
+ * buffer it writes, and the other waits for the first relayout (moving 1e6: 32 MB that the
+ * first frame no longer writes; perf/NOTES.md). */
+void tree_slots_ready(broadphase_world *w, tree_slots *s, int b, size_t written);
 
 /* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:
  * gathered object by object (tree_refit_read), then streamed column by column
