@@ -65,10 +65,11 @@ bool events_fresh_reserve(events_state *e, heap *h, size_t need) {
 }
 
 bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
-                   const uint32_t *added, size_t added_count) {
+                   const uint32_t *added, size_t added_count, bool fresh_before) {
     e->begun_count = e->ended_count = 0;
-    merge_ctx c = {e,    ps->out, ps->prev, ps->count,      ps->prev_count,
-                   true, 0,       false,    added_count > 0};
+    merge_ctx c = {e,         ps->out,        ps->prev,
+                   ps->count, ps->prev_count, true,
+                   0,         false,          added_count > 0 || fresh_before};
     if (ps->prev_count > ps->count) {
         c.lead = ps->prev;
         c.other = ps->out;
@@ -97,7 +98,10 @@ bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
     }
     /* The marks of this step's new ids go (`added` holds them, and resting objects that went
      * back into the tree, which were never marked); after a failure they stay for the next. */
-    for (size_t i = 0; ok && i < added_count; i++) e->fresh.data[added[i]] = 0;
+    if (ok && fresh_before)
+        memset(e->fresh.data, 0, e->fresh.capacity);
+    else
+        for (size_t i = 0; ok && i < added_count; i++) e->fresh.data[added[i]] = 0;
     return ok;
 }
 

@@ -19,10 +19,11 @@ typedef struct events_state {
 } events_state;
 
 /* After a successful step: the events between ps' previous list and its current one, treating
- * an id added since the previous step (added[0 .. added_count)) as a new object (its old pairs
- * ended, its new ones began). False on out of memory (the events are then empty). */
+ * an id added since the previous step (added[0 .. added_count), or any id when fresh_before: an
+ * update took added ids in before them) as a new object (its old pairs ended, its new ones
+ * began). False on out of memory (the events are then empty). */
 bool events_update(events_state *e, const pairs_state *ps, heap *h, int workers,
-                   const uint32_t *added, size_t added_count);
+                   const uint32_t *added, size_t added_count, bool fresh_before);
 /* After a step that found nothing changed: no pair began or ended. */
 void events_none(events_state *e);
 /* The fresh marks for ids below `need`. False on out of memory. */

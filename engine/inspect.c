@@ -83,7 +83,7 @@ broadphase_status broadphase_visit_nodes(const broadphase_world *w, broadphase_n
                                          void *user) {
     if (!w || !visit) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE)) return BROADPHASE_ERROR_BUSY;
-    if (!w->last_step_ok) return BROADPHASE_OK;
+    if (!w->structures_ok) return BROADPHASE_OK;
     query_view v;
     const method_table *m = w->method;
     bool tree = m->query_view && w->method_state && m->query_view(w->method_state, &v);

@@ -7,7 +7,9 @@
  * is skipped there, and the changed ones that are alive are gathered by the first query after
  * the change into a list, and into a field of their own when there are many (query_sync). So
  * every live object is found once, with its current shape, and the step's structures are only
- * read. Before the first step and after a failed one every object counts as changed. Brute
+ * read. broadphase_update brings the structures up to date like a step, without the pairs:
+ * after it only what changed since counts as changed. Before the first step or update and after
+ * a failed one every object counts as changed. Brute
  * force walks no structure: it tests every object.
  *
  * Numbers. A node's bounds contain the boxes of the objects under it and every test is monotone
@@ -42,7 +44,7 @@ void query_state_release(broadphase_world *w) {
 /* The objects that the structures of the last step do not show as they are now. */
 static bool gather(broadphase_world *w) {
     query_state *s = &w->query;
-    s->structures = w->last_step_ok;
+    s->structures = w->structures_ok;
     s->use_field = false;
     s->pending_count = 0;
     s->current = s->structures && w->moved_count == 0;
@@ -177,13 +179,17 @@ broadphase_status query_make_planes(query *q, const broadphase_world *w, const f
     return BROADPHASE_OK;
 }
 
-broadphase_status query_make_nearest(query *q, int dims, const float p[3], size_t k) {
+broadphase_status query_make_nearest(query *q, int dims, const float p[3], size_t k,
+                                     float max_distance) {
     if (!p) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (!finite3(p, dims)) return BROADPHASE_ERROR_NONFINITE;
+    if (!finite3(p, dims) || isnan(max_distance)) return BROADPHASE_ERROR_NONFINITE;
+    if (max_distance < 0.0f) return BROADPHASE_ERROR_NEGATIVE_RADIUS;
     memset(q, 0, sizeof *q);
     q->kind = QUERY_NEAREST;
     q->dims = dims;
     q->k = k;
+    /* exact in double: a float's square has at most 48 significant bits */
+    q->max_d2 = (double)max_distance * (double)max_distance;
     for (int a = 0; a < dims; a++) q->p[a] = p[a];
     return BROADPHASE_OK;
 }
@@ -317,9 +323,16 @@ broadphase_status broadphase_raycast_closest(const broadphase_world *w, const fl
 
 broadphase_status broadphase_nearest(const broadphase_world *w, const float point[3], size_t k,
                                      uint32_t *ids_out, float *dist2_out, size_t *count_out) {
+    return broadphase_nearest_within(w, point, k, INFINITY, ids_out, dist2_out, count_out);
+}
+
+broadphase_status broadphase_nearest_within(const broadphase_world *w, const float point[3],
+                                            size_t k, float max_distance, uint32_t *ids_out,
+                                            float *dist2_out, size_t *count_out) {
     broadphase_status s = query_check_world(w);
     query q;
-    if (s == BROADPHASE_OK) s = query_make_nearest(&q, w->config.dimensions, point, k);
+    if (s == BROADPHASE_OK)
+        s = query_make_nearest(&q, w->config.dimensions, point, k, max_distance);
     if (s != BROADPHASE_OK) return s;
     if (!count_out || (!ids_out && k > 0)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     *count_out = 0;

@@ -1,7 +1,7 @@
 /* The batched queries (broadphase_query_boxes, _spheres, broadphase_raycasts, _closest,
- * broadphase_nearest_many): checked whole first, run over the workers in fixed chunks (in Morton
- * order when there are many), each worker's results in its own buffer, then copied out in query
- * order, so that the output is the same for every thread count. */
+ * broadphase_nearest_many, _within): checked whole first, run over the workers in fixed chunks (in
+ * Morton order when there are many), each worker's results in its own buffer, then copied out in
+ * query order, so that the output is the same for every thread count. */
 #include "bits.h"
 #include "method.h"
 #include "query_internal.h"
@@ -36,8 +36,9 @@ typedef struct batch {
     batch_kind kind;
     const void *input;
     size_t count, k;
-    size_t chunks;   /* of BATCH_CHUNK queries */
-    size_t *offsets; /* rows: counts, then their exclusive scan */
+    float max_distance; /* nearest */
+    size_t chunks;      /* of BATCH_CHUNK queries */
+    size_t *offsets;    /* rows: counts, then their exclusive scan */
     size_t *chunk_start;
     int *chunk_worker;
     batch_worker *workers;
@@ -66,7 +67,7 @@ static broadphase_status batch_query(const batch *b, size_t i, query *q) {
     if (b->kind == BATCH_NEAREST) {
         const broadphase_points *x = b->input;
         float p[3] = {x->x[i], x->y[i], dims == 3 ? x->z[i] : 0.0f};
-        return query_make_nearest(q, dims, p, b->k);
+        return query_make_nearest(q, dims, p, b->k, b->max_distance);
     }
     const broadphase_rays *x = b->input;
     float o[3] = {x->origin_x[i], x->origin_y[i], dims == 3 ? x->origin_z[i] : 0.0f};
@@ -407,6 +408,15 @@ broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t coun
                                           const broadphase_points *points, size_t k,
                                           uint32_t *ids_out, float *dist2_out, size_t *counts_out,
                                           size_t *bad_index_out) {
+    return broadphase_nearest_many_within(w, count, points, k, INFINITY, ids_out, dist2_out,
+                                          counts_out, bad_index_out);
+}
+
+broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size_t count,
+                                                 const broadphase_points *points, size_t k,
+                                                 float max_distance, uint32_t *ids_out,
+                                                 float *dist2_out, size_t *counts_out,
+                                                 size_t *bad_index_out) {
     broadphase_status s = query_check_world(w);
     if (s != BROADPHASE_OK) return s;
     size_t bad = SIZE_MAX;
@@ -414,12 +424,16 @@ broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t coun
         (!points || !counts_out || (k > 0 && !ids_out) || count > BROADPHASE_MAX_BATCH ||
          (k > 0 && k > SIZE_MAX / 4 / count) || !batch_input_ok(w, BATCH_NEAREST, points))) {
         s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+    } else if (isnan(max_distance) || max_distance < 0.0f) {
+        /* the call's own argument: no query is named */
+        s = isnan(max_distance) ? BROADPHASE_ERROR_NONFINITE : BROADPHASE_ERROR_NEGATIVE_RADIUS;
     } else {
         batch b = {.w = w,
                    .kind = BATCH_NEAREST,
                    .input = points,
                    .count = count,
                    .k = k,
+                   .max_distance = max_distance,
                    .near_ids = ids_out,
                    .near_d2 = dist2_out,
                    .near_counts = counts_out};

@@ -46,6 +46,7 @@ typedef struct query {
     bool kray_ok;  /* its reciprocals are in the filter's range */
     float p[3];    /* nearest */
     size_t k;
+    double max_d2; /* nearest: the greatest squared distance taken (INFINITY: any) */
 } query;
 
 /* Results of one query (or of a batch's worker): elements of `elem` bytes, grown on demand. */
@@ -97,4 +98,5 @@ broadphase_status query_make_ray(query *q, const broadphase_world *w, const floa
                                  const float d[3], float max_t, bool closest);
 broadphase_status query_make_planes(query *q, const broadphase_world *w, const float (*planes)[4],
                                     size_t count);
-broadphase_status query_make_nearest(query *q, int dims, const float p[3], size_t k);
+broadphase_status query_make_nearest(query *q, int dims, const float p[3], size_t k,
+                                     float max_distance);

@@ -82,6 +82,7 @@ static void heap_sift_down(uint32_t *id, float *d2, size_t n, size_t i) {
 /* Up to SORTED_K_MAX the k best are kept sorted (an insertion shifts a few entries, and the
  * result needs no final sort); above, in a max-heap. */
 static void put_near(const query *q, query_out *o, uint32_t id, double d2) {
+    if (d2 > q->max_d2) return; /* farther than the query's greatest distance */
     float d = (float)d2;
     uint32_t *hid = o->heap_id;
     float *hd = o->heap_d2;
@@ -590,6 +591,10 @@ static void scan_ids(const broadphase_world *w, const query *q, query_out *o, co
 
 /* Every place an object may be, each object found once (after query_sync). */
 void query_run(const broadphase_world *w, const query *q, query_out *o) {
+    /* A nearest search with a greatest distance starts bounded: every distance it takes rounds
+     * to at most that distance's square rounded (rounding is monotone). */
+    if (q->kind == QUERY_NEAREST && (double)(float)q->max_d2 < o->bound)
+        o->bound = (double)(float)q->max_d2;
     if (!w->method->query_view) { /* no structure: every object */
         scan_ids(w, q, o, NULL, w->store.id_end);
         return;

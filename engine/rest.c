@@ -50,7 +50,7 @@ static void settle_chunk(size_t chunk, int worker, void *p) {
            end = begin + c->chunk < w->store.id_end ? begin + c->chunk : w->store.id_end;
     size_t n = 0;
     for (size_t i = begin; i < end; i++) {
-        if (world_tree_member(w, i) && w->store.changed[i] != w->epoch) w->rest.at_rest[i] = 1;
+        if (world_tree_member(w, i) && w->store.changed[i] < w->step_epoch) w->rest.at_rest[i] = 1;
         n += w->rest.at_rest[i];
     }
     c->count[chunk] = n;
@@ -76,7 +76,10 @@ static bool build(broadphase_world *w) {
 bool rest_update(broadphase_world *w) {
     rest_state *r = &w->rest;
     double share = w->config.rest_share;
-    bool carry = w->last_step_ok && !r->drop;
+    /* A static that changed since the last step forbids carrying any pair over from it, also
+     * at an update after the one that dropped the rest (broadphase_update). */
+    r->dropped |= r->drop;
+    bool carry = w->last_step_ok && !r->dropped;
     r->drop = false;
     if (share <= 0.0) return true;
     size_t tree = world_tree_count(w), all = tree + r->count;
@@ -85,7 +88,9 @@ bool rest_update(broadphase_world *w) {
         wake_all(w);
         return true;
     }
-    size_t moved = w->moved_count, settled = tree > moved ? tree - moved : 0;
+    /* Changed since the last step: those since the structures' last update, and those an
+     * update took in before them (an object counted in both only makes the share larger). */
+    size_t moved = w->moved_count + w->moved_before, settled = tree > moved ? tree - moved : 0;
     if (settled == 0 || (double)moved > share * (double)all) return true;
     /* Built again only when at least half the tree settled and the build's cost (a pass over
      * the rest) is paid back by what the settled objects no longer cost in the tree. */

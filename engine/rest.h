@@ -27,7 +27,8 @@ typedef struct rest_state {
     uint8_t *at_rest; /* by id, NULL until the first build: in the field and unchanged since */
     size_t capacity;
     size_t count; /* objects at rest */
-    bool drop;    /* a static changed since the last step: the rest must go */
+    bool drop;    /* a static changed: the rest must go at the next update */
+    bool dropped; /* it went since the last step: no pair can be carried over until the next */
     statics_field field;
     size_t *chunk_kept; /* the carry-over's per-chunk counts, then offsets */
     size_t chunk_capacity;

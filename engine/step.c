@@ -1,7 +1,7 @@
 /* broadphase_step, the frame, as a list of phases: the fields, the method's update, the pair
  * search, the rest's carry-over, the events, the publication. Each phase is timed into the
- * statistics. Also the calls that read what a step left: the pairs, the events, the statistics,
- * the levels. */
+ * statistics. broadphase_update runs the first two alone, for frames that only query. Also the
+ * calls that read what a step left: the pairs, the events, the statistics, the levels. */
 #include "clock.h"
 #include "method.h"
 #include "tree.h"
@@ -30,8 +30,9 @@ static broadphase_status find_pairs(broadphase_world *w, const method_search *pl
     return r == PAIRS_DONE ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
 }
 
-/* The phases up to the events; the status of the first that fails. */
-static broadphase_status run_phases(broadphase_world *w) {
+/* Phases 1 and 2, which bring the structures up to date (a step's, or broadphase_update's
+ * whole work); *update_ms gets the method's part. */
+static broadphase_status update_structures(broadphase_world *w, double *update_ms) {
     const method_table *m = w->method;
     /* 1. The fields: the methods that use them search the statics' and the resting objects'
      * fields beside their own structure, so those are brought up to date first. */
@@ -40,6 +41,16 @@ static broadphase_status run_phases(broadphase_world *w) {
     /* 2. The method's update: rebuild or refit, no pairs. */
     double t0 = clock_now_ms();
     broadphase_status s = m->update(w, &w->method_state);
+    *update_ms = clock_now_ms() - t0;
+    return s;
+}
+
+/* The phases up to the events; the status of the first that fails. `current`: an update left
+ * the structures holding every change, and the search runs on them as they stand. */
+static broadphase_status run_phases(broadphase_world *w, bool current) {
+    const method_table *m = w->method;
+    double update_ms = 0.0;
+    broadphase_status s = current ? BROADPHASE_OK : update_structures(w, &update_ms);
     if (s != BROADPHASE_OK) return s;
     /* 3. The search: the method's jobs, then the fields, into sorted pairs. */
     double t1 = clock_now_ms(), t2 = t1;
@@ -49,25 +60,30 @@ static broadphase_status run_phases(broadphase_world *w) {
     if (s != BROADPHASE_OK) return s;
     /* 4. The carry-over: pairs of resting objects kept from the last step (rest.h). */
     if (m->uses_fields && !rest_carry_over(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    w->stats.update_ms = t1 - t0;
+    w->stats.update_ms = update_ms;
     w->stats.search_ms = t2 - t1;
     w->stats.output_ms = clock_now_ms() - t2; /* sorting, publishing and the carry-over */
     w->stats.quality = plan.quality;
     /* 5. The events: begins and ends against the last step's pairs. */
-    if (w->config.pair_events &&
-        !events_update(&w->events, &w->pairs, &w->heap, w->workers, w->added, w->added_count))
+    if (w->config.pair_events && !events_update(&w->events, &w->pairs, &w->heap, w->workers,
+                                                w->added, w->added_count, w->fresh_before))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     return BROADPHASE_OK;
 }
 
-/* Nothing that decides a pair changed since the last step, which succeeded: no object was
- * added, removed, given a new shape (a push of the shape it has is no change) or a new filter,
- * and no static flag changed (which makes the trees stale). The fields' own flags are consumed
- * only by the methods that use the fields. */
-static bool nothing_changed(const broadphase_world *w) {
+/* The structures hold every object as it is: they were brought up to date (a step or an update
+ * that succeeded), and since then no object was added, removed, given a new shape (a push of the
+ * shape it has is no change) or a new filter, and no static flag changed (which makes the trees
+ * stale). The fields' own flags are consumed only by the methods that use the fields. */
+static bool structures_hold_all(const broadphase_world *w) {
     bool fields = w->method->uses_fields && (w->statics_dirty || w->rest.drop);
-    return w->last_step_ok && w->moved_count == 0 && w->added_count == 0 && !w->trees_stale &&
+    return w->structures_ok && w->moved_count == 0 && w->added_count == 0 && !w->trees_stale &&
            !fields;
+}
+
+/* Nothing that decides a pair changed since the last step, which succeeded. */
+static bool nothing_changed(const broadphase_world *w) {
+    return w->last_step_ok && !w->unstepped && structures_hold_all(w);
 }
 
 /* A still world's step: the last step's pairs stand, no pair began or ended. */
@@ -79,9 +95,21 @@ static broadphase_status keep_pairs(broadphase_world *w) {
     return BROADPHASE_OK;
 }
 
+/* After the structures took in every change (a step or an update): what changed is consumed,
+ * and the queries skip nothing in them until the next change. */
+static void structures_synced(broadphase_world *w) {
+    w->added_count = 0;
+    w->trees_stale = false;
+    w->structures_ok = true;
+    w->epoch++;
+    w->moved_count = 0;
+}
+
 broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_out) {
     if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    /* An update with no mutation since left the structures as the search needs them. */
+    bool current = w->synced_generation == w->generation && structures_hold_all(w);
     w->generation++;
     double start = clock_now_ms();
     broadphase_status s;
@@ -92,8 +120,9 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
         bool keep =
             w->config.pair_events || (w->method->uses_fields && w->config.rest_share > 0.0f);
         if (keep && w->last_step_ok) pairs_keep_previous(&w->pairs);
+        w->neighbours.valid = false;
         w->stats.step_threads = (size_t)team_begin(&w->team);
-        s = run_phases(w);
+        s = run_phases(w, current);
         team_end(&w->team, clock_now_ms() - start);
         w->stats.preempted_steps = w->team.preempted_steps;
     }
@@ -101,10 +130,10 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
     w->last_error_index = SIZE_MAX;
     w->last_step_ok = s == BROADPHASE_OK;
     if (s == BROADPHASE_OK) {
-        w->added_count = 0;
-        w->trees_stale = false;
-        w->epoch++;
-        w->moved_count = 0;
+        structures_synced(w);
+        w->step_epoch = w->epoch;
+        w->unstepped = w->fresh_before = w->rest.dropped = false;
+        w->moved_before = 0;
         w->stats.steps++;
         w->stats.pairs = w->pairs.count;
         w->stats.step_ms = clock_now_ms() - start;
@@ -115,8 +144,41 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
          * refit after a first step that ran out of memory in its search found no pairs). */
         w->pairs.count = 0;
         w->trees_stale = true;
+        w->structures_ok = false;
     }
     if (pairs_out) *pairs_out = broadphase_last_pairs(w);
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    return s;
+}
+
+broadphase_status broadphase_update(broadphase_world *w) {
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    w->generation++;
+    broadphase_status s = BROADPHASE_OK;
+    if (!structures_hold_all(w)) {
+        double start = clock_now_ms(), update_ms = 0.0;
+        team_begin(&w->team);
+        s = update_structures(w, &update_ms);
+        team_end(&w->team, clock_now_ms() - start);
+        if (s == BROADPHASE_OK) {
+            /* The next step searches what this took in; it needs to know of the ids added
+             * (their events) and of the objects changed since the last step (the rest). */
+            w->unstepped = true;
+            w->fresh_before |= w->config.pair_events && w->added_count > 0;
+            w->moved_before += w->moved_count;
+            structures_synced(w);
+            w->stats.updates++;
+            w->stats.update_ms = update_ms;
+        } else {
+            /* As after a failed step, the trees are built anew from the store; the last step's
+             * pairs still stand. */
+            w->trees_stale = true;
+            w->structures_ok = false;
+        }
+    }
+    w->synced_generation = s == BROADPHASE_OK ? w->generation : UINT64_MAX;
+    w->last_error_index = SIZE_MAX;
     __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
     return s;
 }
@@ -128,6 +190,28 @@ broadphase_pairs broadphase_last_pairs(const broadphase_world *w) {
         p.count = w->pairs.count;
     }
     return p;
+}
+
+broadphase_status broadphase_neighbours(broadphase_world *w, broadphase_neighbour_rows *rows_out) {
+    if (!w || !rows_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    neighbours_state *n = &w->neighbours;
+    broadphase_status s = BROADPHASE_OK;
+    /* Made once per step's pairs; again when ids were handed out since, for their rows. */
+    if (!n->valid || n->rows != w->store.id_end) {
+        team_apply(&w->team);
+        if (!neighbours_make(n, w->pairs.out, w->pairs.count, w->store.id_end, &w->heap,
+                             w->workers))
+            s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        team_release();
+    }
+    if (s == BROADPHASE_OK) {
+        rows_out->offsets = n->offsets.data;
+        rows_out->ids = n->ids.data;
+        rows_out->count = n->rows;
+    }
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    return s;
 }
 
 broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_stats *stats_out) {

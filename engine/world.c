@@ -64,7 +64,8 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
     team_init(&w->team, w->workers, config->fixed_threads);
     w->last_error_index = SIZE_MAX;
     w->store.free_sorted = true;
-    w->epoch = 1;
+    w->epoch = w->step_epoch = 1;
+    w->synced_generation = UINT64_MAX;
     query_state_init(&w->query);
     if (!store_reserve(w, config->initial_capacity)) {
         broadphase_destroy(w);
@@ -79,6 +80,7 @@ void broadphase_destroy(broadphase_world *w) {
     if (w->method) w->method->destroy(w, w->method_state);
     pairs_release(&w->pairs, &w->heap);
     events_release(&w->events, &w->heap);
+    neighbours_release(&w->neighbours, &w->heap);
     threads_scratch_free(&w->scratch);
     store_release(w);
     heap_free(&w->heap, w->added, w->added_capacity * sizeof(uint32_t));

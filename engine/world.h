@@ -5,6 +5,7 @@
 
 #include "broadphase.h"
 #include "events.h"
+#include "neighbours.h"
 #include "heap.h"
 #include "pairs.h"
 #include "parallel.h"
@@ -33,20 +34,34 @@ struct broadphase_world {
     bool statics_dirty, trees_stale;
     statics_field statics;
 
-    /* Only-moved updates (config.rest_share; see rest.h). `epoch` counts successful steps from
-     * 1: an object changed since the last one when changed[id] == epoch, and moved_count of
-     * them did. */
-    uint32_t epoch;
+    /* What changed, and since when. `epoch` counts the times the structures were brought up
+     * to date (successful steps and broadphase_update calls), from 1: an object changed since
+     * the last of them when changed[id] == epoch, and moved_count of them did. step_epoch is
+     * the epoch the last successful step began (1 before any): an object changed since that step
+     * when changed[id] >= step_epoch (the rest's test: rest.h). */
+    uint32_t epoch, step_epoch;
     size_t moved_count;
     rest_state rest;
-    bool last_step_ok; /* the last step succeeded: pairs.out holds its pairs */
+    bool last_step_ok;  /* the last step succeeded: pairs.out holds its pairs */
+    bool structures_ok; /* the last step or update succeeded: the structures hold every object
+                         * as of then (the queries skip only what changed since) */
+    /* broadphase_update since the last step: what it took in. `unstepped`: it brought changes
+     * into the structures that no step has searched yet; moved_before of the objects had
+     * changed (rest_update's share); fresh_before: ids were added (their event marks are
+     * cleared whole at the next step). synced_generation: the generation it left, so that a
+     * step with no mutation since searches the structures as they stand. */
+    bool unstepped, fresh_before;
+    size_t moved_before;
+    uint64_t synced_generation;
 
-    /* Ids added since the last step (methods that keep structure insert them). */
+    /* Ids added since the structures last took them in (a step or an update): methods that
+     * keep structure insert them, and the events read them. */
     uint32_t *added;
     size_t added_count, added_capacity;
 
     pairs_state pairs;
     events_state events;               /* config.pair_events only */
+    neighbours_state neighbours;       /* the pairs as rows, made on demand */
     threads_scratch scratch;           /* per-worker working memory of the methods */
     const struct method_table *method; /* config.method's table (method.h) */
     void *method_state;

@@ -521,6 +521,37 @@ static inline void drive_step(drive *d) {
     d->md.stepped = true;
 }
 
+/* An update without pairs: it succeeds, the last step's pairs stand (and the queries after it see
+ * every change: drive_queries). */
+static inline void drive_update(drive *d) {
+    broadphase_status s;
+    DRIVE_CALL(d, s, broadphase_update(d->w));
+    drive_expect(d, "update", s, verdict_ok);
+    if (s != BROADPHASE_OK || !d->md.stepped) return;
+    broadphase_pairs p = broadphase_last_pairs(d->w);
+    if (!pairs_equal(d->md.last.data, d->md.last.count, p.data, p.count, "pairs after update")) {
+        d->failed = true;
+        test_failures++;
+    }
+}
+
+/* The neighbour rows: the last step's pairs, one row per id handed out. */
+static inline void drive_neighbours(drive *d) {
+    broadphase_neighbour_rows rows;
+    broadphase_status s;
+    DRIVE_CALL(d, s, broadphase_neighbours(d->w, &rows));
+    drive_expect(d, "neighbours", s, verdict_ok);
+    if (s != BROADPHASE_OK) return;
+    size_t ids = 0; /* one past the highest live id */
+    for (size_t i = 0; i < d->md.m.cap; i++)
+        if (d->md.m.alive[i]) ids = i + 1;
+    broadphase_pairs p = broadphase_last_pairs(d->w);
+    if (!rows_equal_pairs(p.data, p.count, &rows, ids, "neighbour rows")) {
+        d->failed = true;
+        test_failures++;
+    }
+}
+
 /* ---- queries --------------------------------------------------------------------------------- */
 
 /* `per_type` single queries of every type against the reference, each retried when it runs out
@@ -594,15 +625,22 @@ static inline void drive_batches(drive *d, size_t n, uint64_t seed) {
             DRIVE_CALL(d, s, broadphase_raycasts(d->w, n, &rays, &hr));
         else if (kind == 3)
             DRIVE_CALL(d, s, broadphase_raycasts_closest(d->w, n, &rays, hits, &bad));
-        else
+        else if (seed & 1)
             DRIVE_CALL(d, s, broadphase_nearest_many(d->w, n, &pts, k, ids, d2, counts, &bad));
+        else /* one greatest distance for the batch: the second query's (make_query) */
+            DRIVE_CALL(d, s,
+                       broadphase_nearest_many_within(d->w, n, &pts, k, qs[1 % n].max_d, ids, d2,
+                                                      counts, &bad));
         if (s != BROADPHASE_OK) {
             drive_fail(d, "batch status", s, kind);
             break;
         }
         for (size_t i = 0; i < n && !d->failed; i++) {
             qdesc q = qs[i];
-            if (kind == 4) q.k = k;
+            if (kind == 4) {
+                q.k = k;
+                q.max_d = seed & 1 ? INFINITY : qs[1 % n].max_d;
+            }
             size_t nwant = reference(&d->md.m, &q, sc->want), ngot = 0;
             if (kind == 3) {
                 ngot = hits[i].id != BROADPHASE_NO_HIT;

@@ -90,6 +90,58 @@ static inline bool pairs_equal(const broadphase_pair *want, size_t want_count,
     return true;
 }
 
+/* Neighbour rows (broadphase_neighbours) against the pairs they come from, rebuilt here the plain
+ * way (a counting sort over every pair, in pair order): the same count of rows as `min_rows` at
+ * least and no id beyond them, the same offsets, the same partners in the same order. */
+static inline bool rows_equal_pairs(const broadphase_pair *pairs, size_t count,
+                                    const broadphase_neighbour_rows *rows, size_t min_rows,
+                                    const char *what) {
+    bool ok = rows->count >= min_rows && rows->offsets && rows->offsets[0] == 0;
+    for (size_t i = 0; ok && i < count; i++) ok = pairs[i].b < rows->count;
+    if (!ok) {
+        fprintf(stderr, "%s: %zu rows, %zu wanted at least, or a pair beyond them [%s]\n", what,
+                rows->count, min_rows, test_context);
+        return false;
+    }
+    size_t n = rows->count, *off = calloc(n + 1, sizeof *off), *at = calloc(n + 1, sizeof *at);
+    uint32_t *ids = malloc((2 * count + 1) * sizeof *ids);
+    for (size_t i = 0; i < count; i++) {
+        off[pairs[i].a + 1]++;
+        off[pairs[i].b + 1]++;
+    }
+    for (size_t r = 0; r < n; r++) off[r + 1] += off[r];
+    memcpy(at, off, (n + 1) * sizeof *at);
+    /* pair order gives each row its lower partners ascending, then its upper ones */
+    for (size_t i = 0; i < count; i++) {
+        ids[at[pairs[i].b]++] = pairs[i].a;
+        ids[at[pairs[i].a]++] = pairs[i].b;
+    }
+    for (size_t r = 0; ok && r <= n; r++) {
+        if (rows->offsets[r] != off[r]) {
+            fprintf(stderr, "%s: row %zu starts at %zu, want %zu [%s]\n", what, r, rows->offsets[r],
+                    off[r], test_context);
+            ok = false;
+        }
+    }
+    for (size_t j = 0; ok && j < 2 * count; j++) {
+        if (rows->ids[j] != ids[j]) {
+            fprintf(stderr, "%s: entry %zu is %u, want %u [%s]\n", what, j, rows->ids[j], ids[j],
+                    test_context);
+            ok = false;
+        }
+    }
+    for (size_t r = 0; ok && r < n; r++) /* ascending, each partner once */
+        for (size_t j = off[r] + 1; ok && j < off[r + 1]; j++)
+            if (!(ids[j - 1] < ids[j])) {
+                fprintf(stderr, "%s: row %zu not ascending [%s]\n", what, r, test_context);
+                ok = false;
+            }
+    free(off);
+    free(at);
+    free(ids);
+    return ok;
+}
+
 /* looseness 0 keeps the default (it only matters to the octree). */
 static inline broadphase_config test_config(int dims, broadphase_method method,
                                             broadphase_update_policy update, int threads,

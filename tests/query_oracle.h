@@ -85,6 +85,7 @@ typedef struct qdesc {
     size_t plane_count;
     float o[3], d[3], max_t;
     size_t k;
+    float max_d; /* nearest: the greatest distance (make_query sets it; INFINITY: none) */
 } qdesc;
 
 /* The reference's value for object id: hit or not, and a ray's t or a squared distance. */
@@ -114,7 +115,7 @@ static inline bool ref_object(const mirror *m, uint32_t id, const qdesc *q, doub
     }
     case Q_NEAREST:
         *v = s ? qm_sphere_dist2(q->lo, c, r, dims) : qm_box_dist2(q->lo, lo, hi, dims);
-        return true;
+        return *v <= (double)q->max_d * (double)q->max_d; /* closed, in double */
     default:
         return false;
     }
@@ -271,6 +272,19 @@ static inline qdesc make_query(const mirror *m, qtype type, int i, uint64_t *rng
         if (obj != UINT32_MAX && i % 5 == 1)
             for (int k = 0; k < dims; k++) q.lo[k] = m->sphere[obj] ? m->c[obj][k] : m->lo[obj][k];
         q.k = i % 4 == 0 ? 1 : i % 4 == 1 ? 16 : i % 4 == 2 ? 3 : 5000;
+        /* a greatest distance on some (no draw from rng: the other queries stay as they were):
+         * none, a part of the world's size, 0 (only what holds the point), or the distance of
+         * an object's own corner from the point, so that one lies exactly on it */
+        q.max_d = INFINITY;
+        if (i % 6 == 1 || i % 6 == 4) q.max_d = fminf(ext[0], ext[1]) * scale;
+        if (i % 6 == 5) q.max_d = 0.0f;
+        if (i % 6 == 2 && obj != UINT32_MAX && !m->sphere[obj]) {
+            double d2 = qm_box_dist2(q.lo, m->lo[obj], m->hi[obj], dims);
+            float d = (float)sqrt(d2);
+            /* the float whose square, in double, is nearest d2 from above: the object is in */
+            while ((double)d * (double)d < d2) d = nextafterf(d, INFINITY);
+            q.max_d = d;
+        }
         break;
     default:
         break;
@@ -309,7 +323,10 @@ static inline answer ask(const broadphase_world *w, const qdesc *q, size_t capac
         break;
     case Q_NEAREST:
         a.status =
-            broadphase_nearest(w, q->lo, q->k < capacity ? q->k : capacity, ids, d2, &a.count);
+            q->max_d == INFINITY
+                ? broadphase_nearest(w, q->lo, q->k < capacity ? q->k : capacity, ids, d2, &a.count)
+                : broadphase_nearest_within(w, q->lo, q->k < capacity ? q->k : capacity, q->max_d,
+                                            ids, d2, &a.count);
         break;
     default:
         break;

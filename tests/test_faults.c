@@ -88,7 +88,8 @@ static size_t pick(const drive *d, size_t stride, size_t offset, size_t max, uin
 }
 
 /* The script: every kind of call, with steps that refit, rebuild, grow the root and lay the
- * octree out again, and a world emptied down to one object at the end. */
+ * octree out again, updates without pairs and neighbour rows, and a world emptied down to one
+ * object at the end. */
 static void script(drive *d, uint64_t seed) {
     uint64_t rng = seed;
     uint32_t ids[256];
@@ -110,14 +111,21 @@ static void script(drive *d, uint64_t seed) {
         move_all_of(d, 1, 0, 3.0f, false, 0.0f, &rng);
         drive_step(d);
     }
+    move_all_of(d, 2, 1, 2.0f, false, 0.0f, &rng); /* a frame that only queries */
+    drive_update(d);
+    drive_queries(d, 1, seed + 5);
+    drive_step(d); /* on the structures the update left */
+    drive_neighbours(d);
     move_all_of(d, 23, 5, 0.0f, false, 4000.0f, &rng); /* teleports far away: the root grows */
     drive_step(d);
     move_all_of(d, 1, 0, 0.0f, true, 0.0f, &rng); /* everything anywhere: AUTO rebuilds */
     drive_step(d);
     drive_remove(d, pick(d, 4, 1, 256, ids), ids);
     add_random(d, 12, true, &rng); /* ids handed out again */
+    drive_update(d);               /* taken in before the step that reports them */
     add_random(d, 12, false, &rng);
     drive_step(d);
+    drive_neighbours(d);
     for (int frame = 0; frame < 3 && !d->failed; frame++) { /* few move: the others rest */
         move_all_of(d, 17, (size_t)frame, 1.0f, false, 0.0f, &rng);
         drive_step(d);

@@ -211,6 +211,34 @@ BROADPHASE_API broadphase_status broadphase_step(broadphase_world *w, broadphase
 /* The pairs of the last step: empty before the first step and after a failed one. */
 BROADPHASE_API broadphase_pairs broadphase_last_pairs(const broadphase_world *w);
 
+/* The last step's pairs as neighbour lists, in compressed rows: object i's partners are
+ * ids[offsets[i] .. offsets[i + 1]), ascending, for every id i below `count` (one past the highest
+ * id handed out; removed ids and objects in no pair have empty rows). A pair (a, b) is in both
+ * rows: b in a's, a in b's. Made from the pairs at the first call after a step, in parallel and
+ * identical for every thread count; later calls return the same rows. The world owns the arrays,
+ * valid until the next mutating call or step, like the pairs; they are grown, never shrunk, so a
+ * steady frame allocates nothing. Empty rows before the first step and after a failed one. Not
+ * to be called while another thread calls into the world (BROADPHASE_ERROR_BUSY when a step or
+ * mutation is seen running). */
+typedef struct broadphase_neighbour_rows {
+    const size_t *offsets; /* count + 1 entries */
+    const uint32_t *ids;   /* offsets[count] entries */
+    size_t count;          /* rows */
+} broadphase_neighbour_rows;
+BROADPHASE_API broadphase_status broadphase_neighbours(broadphase_world *w,
+                                                       broadphase_neighbour_rows *rows_out);
+
+/* Brings the structures up to date with every change since the last step or update (the work of
+ * a step's update phase: the fields, then the method's rebuild or refit), without searching for
+ * pairs: for frames that only query. Queries after it cost what they cost after a step (without
+ * it, the first query after a change gathers every changed object into a structure of its own).
+ * The last step's pairs, its events and broadphase_last_pairs are unchanged; the next step
+ * searches the structures as they stand when nothing changed since (its update_ms is then 0),
+ * and its events and objects at rest count every change since the last step, the update's
+ * included. Nothing to do when nothing changed; stats.updates counts the calls that had work.
+ * On failure (out of memory) the world is as it was: the next step builds the trees anew. */
+BROADPHASE_API broadphase_status broadphase_update(broadphase_world *w);
+
 /* Collision filtering. Every object has a category (the bits it belongs to), a mask (the
  * categories it pairs with) and a group: a pair is reported only when each object's category
  * shares a bit with the other's mask, and never when both are in the same non-zero group (the
@@ -291,6 +319,8 @@ typedef struct broadphase_stats {
     uint64_t unchanged_steps;         /* steps that found nothing changed since the last one
                                          (no add, remove, new shape, filter or static flag) and
                                          kept its pairs, at the cost of a check */
+    uint64_t updates;                 /* broadphase_update calls that brought the structures up
+                                         to date (rebuilds and refits count theirs too) */
 } broadphase_stats;
 
 BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,
@@ -436,6 +466,16 @@ BROADPHASE_API broadphase_status broadphase_query_planes(const broadphase_world 
 BROADPHASE_API broadphase_status broadphase_nearest(const broadphase_world *w, const float point[3],
                                                     size_t k, uint32_t *ids_out, float *dist2_out,
                                                     size_t *count_out);
+/* broadphase_nearest among the objects within max_distance of the point: those whose distance
+ * (as above, computed in double) is at most max_distance (closed: one exactly that far is taken),
+ * so fewer than k, or none, when fewer are that near. max_distance may be INFINITY (then as
+ * broadphase_nearest); NaN: BROADPHASE_ERROR_NONFINITE; below 0: NEGATIVE_RADIUS. Ties in
+ * distance go to the lower id, as always. For an object's own neighbours, ask from its centre for
+ * k + 1 and drop its own id (at distance 0 it comes first, after any lower id also at 0). */
+BROADPHASE_API broadphase_status broadphase_nearest_within(const broadphase_world *w,
+                                                           const float point[3], size_t k,
+                                                           float max_distance, uint32_t *ids_out,
+                                                           float *dist2_out, size_t *count_out);
 
 /* ---- batched queries: many queries in one call, spread over the world's worker threads ----
  *
@@ -501,6 +541,12 @@ BROADPHASE_API broadphase_status broadphase_nearest_many(const broadphase_world 
                                                          const broadphase_points *points, size_t k,
                                                          uint32_t *ids_out, float *dist2_out,
                                                          size_t *counts_out, size_t *bad_index_out);
+/* broadphase_nearest_within for every point, with one max_distance for all (a bad max_distance is
+ * the call's error: bad_index SIZE_MAX). */
+BROADPHASE_API broadphase_status broadphase_nearest_many_within(
+    const broadphase_world *w, size_t count, const broadphase_points *points, size_t k,
+    float max_distance, uint32_t *ids_out, float *dist2_out, size_t *counts_out,
+    size_t *bad_index_out);
 
 /* The SIMD path the kernels run on this machine: "avx2", "baseline" or "scalar". */
 BROADPHASE_API const char *broadphase_simd_level(void);

@@ -1,0 +1,333 @@
+/* Neighbourhoods: the neighbour rows against the pairs they come from (every method, 2D and 3D,
+ * boxes and spheres, 1..4 threads, identical across thread counts, no allocation once grown), the
+ * update without pairs against a twin world that only steps (the same pairs and events, frame by
+ * frame, with adds, removes, statics and objects at rest between) and against the queries'
+ * reference, and the nearest search with a greatest distance by hand (its random cases are in
+ * query_oracle.h, run over every method and scene by test_methods and test_query). */
+#include "query_oracle.h"
+
+#include <float.h>
+#include <math.h>
+
+static uint64_t allocations(const broadphase_world *w) {
+    broadphase_stats st;
+    CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+    return st.allocations;
+}
+
+/* Rows equal the pairs for every method, dimension and thread count, and are the same bytes for
+ * every thread count; a second call gives the same rows without making them again. */
+TEST(neighbour_rows_equal_the_pairs) {
+    static const scene_kind kinds[] = {SCENE_SHAPES, SCENE_SHAPES2D, SCENE_CLUSTERED,
+                                       SCENE_IDENTICAL};
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        scene sc;
+        size_t n = kinds[ki] == SCENE_IDENTICAL ? 60 : 3000;
+        REQUIRE(scene_make(&sc, kinds[ki], n, 5 + ki));
+        uint32_t *ids = malloc(n * sizeof *ids);
+        for (size_t mi = 0; mi < 3; mi++) {
+            size_t *first_offsets = NULL;
+            uint32_t *first_ids = NULL;
+            size_t first_count = 0;
+            for (int threads = 1; threads <= 4; threads++) {
+                TEST_CONTEXT("scene %zu method %zu threads %d", ki, mi, threads);
+                broadphase_world *w =
+                    make_world(sc.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+                broadphase_neighbour_rows rows;
+                /* before the first step: a row for every id, all empty */
+                CHECK_EQ_INT(broadphase_neighbours(w, &rows), BROADPHASE_OK);
+                CHECK_EQ_INT(rows.count, n);
+                CHECK(rows_equal_pairs(NULL, 0, &rows, n, "before a step"));
+                broadphase_pairs p = step_ok(w);
+                CHECK_EQ_INT(broadphase_neighbours(w, &rows), BROADPHASE_OK);
+                CHECK(rows_equal_pairs(p.data, p.count, &rows, n, "rows"));
+                uint64_t before = allocations(w);
+                broadphase_neighbour_rows again;
+                CHECK_EQ_INT(broadphase_neighbours(w, &again), BROADPHASE_OK);
+                CHECK(again.offsets == rows.offsets && again.ids == rows.ids &&
+                      again.count == rows.count);
+                CHECK_EQ_INT(allocations(w), before);
+                if (threads == 1) {
+                    first_count = rows.count;
+                    first_offsets = malloc((rows.count + 1) * sizeof *first_offsets);
+                    first_ids = malloc((rows.offsets[rows.count] + 1) * sizeof *first_ids);
+                    memcpy(first_offsets, rows.offsets, (rows.count + 1) * sizeof *first_offsets);
+                    memcpy(first_ids, rows.ids, rows.offsets[rows.count] * sizeof *first_ids);
+                } else {
+                    CHECK_EQ_INT(rows.count, first_count);
+                    CHECK(rows.count == first_count &&
+                          memcmp(rows.offsets, first_offsets,
+                                 (rows.count + 1) * sizeof *first_offsets) == 0 &&
+                          memcmp(rows.ids, first_ids,
+                                 rows.offsets[rows.count] * sizeof *first_ids) == 0);
+                }
+                /* Objects added after the step: rows for their ids, empty; the rows still show
+                 * the step's pairs. Then a step takes them in. */
+                float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+                broadphase_boxes b = {&lo[0], &lo[1], &lo[2], &hi[0], &hi[1], &hi[2]};
+                uint32_t extra[1];
+                CHECK_EQ_INT(broadphase_add_boxes(w, 1, &b, extra), BROADPHASE_OK);
+                CHECK_EQ_INT(broadphase_neighbours(w, &rows), BROADPHASE_OK);
+                CHECK_EQ_INT(rows.count, n + 1);
+                CHECK(rows_equal_pairs(p.data, p.count, &rows, n + 1, "rows after an add"));
+                p = step_ok(w);
+                CHECK_EQ_INT(broadphase_neighbours(w, &rows), BROADPHASE_OK);
+                CHECK(rows_equal_pairs(p.data, p.count, &rows, n + 1, "rows after its step"));
+                broadphase_destroy(w);
+            }
+            free(first_offsets);
+            free(first_ids);
+        }
+        free(ids);
+        scene_free(&sc);
+    }
+    CHECK_EQ_INT(broadphase_neighbours(NULL, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+}
+
+/* Stepping a moving world and asking for its rows every frame allocates nothing once the buffers
+ * have grown to the largest lists. */
+TEST(neighbour_rows_allocate_nothing_in_steady_state) {
+    for (size_t mi = 1; mi < 3; mi++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, SCENE_MOVING, 4000, 3));
+        broadphase_config c = test_config(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+        c.fixed_threads = true;
+        broadphase_world *w = make_world_from(&c);
+        REQUIRE(w);
+        uint32_t *ids = malloc(sc.count * sizeof *ids);
+        CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+        uint64_t steady = 0;
+        for (int f = 0; f < 60; f++) {
+            TEST_CONTEXT("method %zu frame %d", mi, f);
+            broadphase_pairs p = step_ok(w);
+            broadphase_neighbour_rows rows;
+            CHECK_EQ_INT(broadphase_neighbours(w, &rows), BROADPHASE_OK);
+            if (f % 10 == 0) CHECK(rows_equal_pairs(p.data, p.count, &rows, sc.count, "rows"));
+            if (f == 40) steady = allocations(w);
+            if (f > 40) CHECK_EQ_INT(allocations(w), steady);
+            scene_advance(&sc);
+            CHECK_EQ_INT(scene_move_in_world(&sc, w, ids), BROADPHASE_OK);
+        }
+        broadphase_destroy(w);
+        free(ids);
+        scene_free(&sc);
+    }
+}
+
+/* Two worlds given the same changes, frame by frame: A only steps; B also brings its structures
+ * up to date between (after some of the changes, or all of them) and is queried there. Their
+ * pairs and events are the same at every step, and B's queries after each update equal the
+ * reference. */
+TEST(update_without_pairs_matches_a_world_that_only_steps) {
+    scratch qs = {0};
+    for (size_t mi = 0; mi < 3; mi++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            for (int rest = 0; rest < 2; rest++) {
+                TEST_CONTEXT("method %zu dims %d rest %d", mi, dims, rest);
+                scene sc;
+                REQUIRE(scene_make(&sc, dims == 3 ? SCENE_SHAPES : SCENE_SHAPES2D, 1500, 21));
+                broadphase_config c =
+                    test_config(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+                c.pair_events = true;
+                c.rest_share = rest ? 0.5f : 0.0f;
+                broadphase_world *a = make_world_from(&c), *b = make_world_from(&c);
+                REQUIRE(a && b);
+                mirror ma = {.dims = dims}, mb = {.dims = dims};
+                uint32_t *ids = malloc(sc.count * sizeof *ids);
+                add_scene_mirrored(&sc, a, ids, &ma);
+                add_scene_mirrored(&sc, b, ids, &mb);
+                uint64_t rng = 77;
+                broadphase_stats st;
+                uint64_t updates = 0;
+                size_t most_at_rest = 0;
+                for (int f = 0; f < 14 && !test_failures; f++) {
+                    TEST_CONTEXT("method %zu dims %d rest %d frame %d", mi, dims, rest, f);
+                    uint64_t r0 = rng, r1 = rng;
+                    /* the first changes; most objects stay still, so that some come to rest */
+                    move_some(a, &ma, 9, (size_t)f % 9, &r0);
+                    move_some(b, &mb, 9, (size_t)f % 9, &r1);
+                    if (f % 4 == 2) {
+                        remove_some(a, &ma, 31, (size_t)f);
+                        remove_some(b, &mb, 31, (size_t)f);
+                        add_some(a, &ma, 6, &r0);
+                        add_some(b, &mb, 6, &r1);
+                    }
+                    if (f == 5) {
+                        uint32_t s[3] = {3, 10, 17};
+                        CHECK_EQ_INT(broadphase_set_static(a, 3, s, true), BROADPHASE_OK);
+                        CHECK_EQ_INT(broadphase_set_static(b, 3, s, true), BROADPHASE_OK);
+                    }
+                    if (f % 3 != 0) { /* B: up to date, queried, and updated again: nothing */
+                        CHECK_EQ_INT(broadphase_update(b), BROADPHASE_OK);
+                        CHECK_EQ_INT(broadphase_get_stats(b, &st), BROADPHASE_OK);
+                        CHECK_EQ_INT(st.updates, ++updates);
+                        check_queries(b, &mb, 6, 100 + (uint64_t)f, &qs);
+                        CHECK_EQ_INT(broadphase_update(b), BROADPHASE_OK);
+                        CHECK_EQ_INT(broadphase_get_stats(b, &st), BROADPHASE_OK);
+                        CHECK_EQ_INT(st.updates, updates);
+                    }
+                    if (f % 3 == 2) { /* more changes after the update, some to the same objects */
+                        move_some(a, &ma, 13, 1, &r0);
+                        move_some(b, &mb, 13, 1, &r1);
+                        add_some(a, &ma, 2, &r0);
+                        add_some(b, &mb, 2, &r1);
+                        check_queries(b, &mb, 4, 200 + (uint64_t)f, &qs);
+                    }
+                    rng = r0;
+                    broadphase_pairs pa = step_ok(a), pb = step_ok(b);
+                    CHECK(pairs_equal(pa.data, pa.count, pb.data, pb.count, "pairs"));
+                    broadphase_events ea, eb;
+                    CHECK_EQ_INT(broadphase_pair_events(a, &ea), BROADPHASE_OK);
+                    CHECK_EQ_INT(broadphase_pair_events(b, &eb), BROADPHASE_OK);
+                    CHECK(pairs_equal(ea.begun.data, ea.begun.count, eb.begun.data, eb.begun.count,
+                                      "begun"));
+                    CHECK(pairs_equal(ea.ended.data, ea.ended.count, eb.ended.data, eb.ended.count,
+                                      "ended"));
+                    broadphase_stats sa;
+                    CHECK_EQ_INT(broadphase_get_stats(a, &sa), BROADPHASE_OK);
+                    CHECK_EQ_INT(broadphase_get_stats(b, &st), BROADPHASE_OK);
+                    CHECK_EQ_INT(st.resting_objects, sa.resting_objects);
+                    if (st.resting_objects > most_at_rest) most_at_rest = st.resting_objects;
+                    /* a step right after an update searches what it left: no update of its own */
+                    if (f % 3 == 1) CHECK(st.update_ms == 0.0);
+                }
+                if (rest && mi > 0) CHECK(most_at_rest > 0); /* the rest took part */
+                broadphase_destroy(a);
+                broadphase_destroy(b);
+                mirror_free(&ma);
+                mirror_free(&mb);
+                free(ids);
+                scene_free(&sc);
+            }
+        }
+    }
+    scratch_free(&qs);
+    CHECK_EQ_INT(broadphase_update(NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+}
+
+/* An update before any step: the queries see every object from the structures, and the first
+ * step's pairs are right. */
+TEST(update_before_the_first_step) {
+    scratch qs = {0};
+    for (size_t mi = 0; mi < 3; mi++) {
+        TEST_CONTEXT("method %zu", mi);
+        scene sc;
+        REQUIRE(scene_make(&sc, SCENE_SHAPES, 1200, 4));
+        broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        mirror m = {.dims = 3};
+        uint32_t *ids = malloc(sc.count * sizeof *ids);
+        add_scene_mirrored(&sc, w, ids, &m);
+        CHECK_EQ_INT(broadphase_update(w), BROADPHASE_OK);
+        CHECK(broadphase_last_pairs(w).count == 0);
+        check_queries(w, &m, 8, 5, &qs);
+        pair_list want = {0};
+        naive_pairs(&sc, ids, &want);
+        broadphase_pairs p = step_ok(w);
+        CHECK(pairs_equal(want.data, want.count, p.data, p.count, "first step after an update"));
+        free(want.data);
+        broadphase_destroy(w);
+        mirror_free(&m);
+        free(ids);
+        scene_free(&sc);
+    }
+    scratch_free(&qs);
+}
+
+/* After an update the queries find every object in the structures: the first query gathers
+ * nothing (and so allocates nothing), where without the update it gathers the changed objects
+ * into a field of their own. */
+TEST(queries_after_an_update_gather_nothing) {
+    for (size_t mi = 1; mi < 3; mi++) {
+        TEST_CONTEXT("method %zu", mi);
+        scene sc;
+        REQUIRE(scene_make(&sc, SCENE_UNIFORM, 3000, 8));
+        broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        mirror m = {.dims = 3};
+        uint32_t *ids = malloc(sc.count * sizeof *ids);
+        add_scene_mirrored(&sc, w, ids, &m);
+        step_ok(w);
+        uint64_t rng = 5;
+        float lo[3] = {1, 1, 1}, hi[3] = {3, 3, 3};
+        uint32_t out[256];
+        size_t n = 0;
+        /* without an update: the first query gathers the 1,500 changed objects */
+        move_some(w, &m, 2, 0, &rng);
+        uint64_t before = allocations(w);
+        CHECK_EQ_INT(broadphase_query_box(w, lo, hi, out, 256, &n), BROADPHASE_OK);
+        CHECK(allocations(w) > before);
+        /* with one: nothing to gather */
+        move_some(w, &m, 2, 1, &rng);
+        CHECK_EQ_INT(broadphase_update(w), BROADPHASE_OK);
+        before = allocations(w);
+        CHECK_EQ_INT(broadphase_query_box(w, lo, hi, out, 256, &n), BROADPHASE_OK);
+        CHECK_EQ_INT(allocations(w), before);
+        scratch qs = {0};
+        check_queries(w, &m, 6, 9, &qs);
+        scratch_free(&qs);
+        broadphase_destroy(w);
+        mirror_free(&m);
+        free(ids);
+        scene_free(&sc);
+    }
+}
+
+/* The greatest distance by hand: closed, 0 takes only what holds the point, a bad one is refused
+ * (the batch names no query), INFINITY is the plain search. */
+TEST(nearest_within_by_hand) {
+    for (size_t mi = 0; mi < 3; mi++) {
+        TEST_CONTEXT("method %zu", mi);
+        broadphase_world *w = make_world(2, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+        REQUIRE(w);
+        /* unit boxes whose near faces are 0, 1, 2, 3 and 4 from the origin along x */
+        float lx[5] = {-0.5f, 1, 2, 3, 4}, ly[5] = {-0.5f, 0, 0, 0, 0};
+        float hx[5] = {0.5f, 2, 3, 4, 5}, hy[5] = {0.5f, 1, 1, 1, 1};
+        broadphase_boxes b = {lx, ly, NULL, hx, hy, NULL};
+        uint32_t ids[5];
+        CHECK_EQ_INT(broadphase_add_boxes(w, 5, &b, ids), BROADPHASE_OK);
+        if (mi % 2) step_ok(w); /* from the structures, or from the changed objects */
+        float at[3] = {0, 0, 0};
+        uint32_t got[8];
+        float d2[8];
+        size_t n = 99;
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, 2.0f, got, d2, &n), BROADPHASE_OK);
+        CHECK_EQ_INT(n, 3); /* 0, 1 and exactly 2 */
+        CHECK(n == 3 && got[0] == 0 && got[1] == 1 && got[2] == 2 && d2[2] == 4.0f);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 2, 2.0f, got, d2, &n), BROADPHASE_OK);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, nextafterf(2.0f, 0.0f), got, d2, &n),
+                     BROADPHASE_OK);
+        CHECK_EQ_INT(n, 2);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, 0.0f, got, d2, &n), BROADPHASE_OK);
+        CHECK(n == 1 && got[0] == 0);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, INFINITY, got, d2, &n), BROADPHASE_OK);
+        CHECK_EQ_INT(n, 5);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, -1.0f, got, d2, &n),
+                     BROADPHASE_ERROR_NEGATIVE_RADIUS);
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, 8, NAN, got, d2, &n),
+                     BROADPHASE_ERROR_NONFINITE);
+        /* the batch: one greatest distance for every point */
+        float px[2] = {0, 6}, py[2] = {0, 0.5f};
+        broadphase_points pts = {px, py, NULL};
+        uint32_t many[2 * 8];
+        float many_d2[2 * 8];
+        size_t counts[2], bad = 0;
+        CHECK_EQ_INT(
+            broadphase_nearest_many_within(w, 2, &pts, 8, 1.0f, many, many_d2, counts, &bad),
+            BROADPHASE_OK);
+        CHECK(counts[0] == 2 && counts[1] == 1 && many[8] == 4 && bad == SIZE_MAX);
+        CHECK_EQ_INT(
+            broadphase_nearest_many_within(w, 2, &pts, 8, -0.5f, many, many_d2, counts, &bad),
+            BROADPHASE_ERROR_NEGATIVE_RADIUS);
+        CHECK_EQ_INT(bad, SIZE_MAX);
+        CHECK_EQ_INT(
+            broadphase_nearest_many_within(w, 2, &pts, 8, NAN, many, many_d2, counts, &bad),
+            BROADPHASE_ERROR_NONFINITE);
+        broadphase_destroy(w);
+    }
+}
+
+TEST_MAIN()
