@@ -4,6 +4,7 @@
  * frame, with adds, removes, statics and objects at rest between) and against the queries'
  * reference, and the nearest search with a greatest distance by hand (its random cases are in
  * query_oracle.h, run over every method and scene by test_methods and test_query). */
+#include "crowd.h"
 #include "query_oracle.h"
 
 #include <float.h>
@@ -328,6 +329,72 @@ TEST(nearest_within_by_hand) {
             BROADPHASE_ERROR_NONFINITE);
         broadphase_destroy(w);
     }
+}
+
+/* A crowd's neighbourhoods, every route against the brute-force reference: 2D and 3D, sparse to
+ * dense, 1 and 3 threads, over a few frames of walking. */
+TEST(crowd_routes_equal_brute_force) {
+    static const float densities[] = {2.0f, 20.0f, 80.0f};
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t di = 0; di < 3; di++) {
+            crowd c;
+            REQUIRE(crowd_make(&c, dims, 1500, 15.0f, 10, densities[di], 2.0f, 40 + di));
+            crowd_sets want, got;
+            REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k));
+            for (int threads = 1; threads <= 3; threads += 2) {
+                crowd_runner r[CROWD_ROUTES];
+                for (int route = 0; route < CROWD_ROUTES; route++)
+                    CHECK_EQ_INT(crowd_runner_make(&r[route], &c, (crowd_route)route, threads),
+                                 BROADPHASE_OK);
+                for (int f = 0; f < 3; f++) {
+                    crowd_brute(&c, &want, 1);
+                    for (int route = 0; route < CROWD_ROUTES; route++) {
+                        TEST_CONTEXT("dims %d density %zu threads %d frame %d route %s", dims, di,
+                                     threads, f, crowd_route_name((crowd_route)route));
+                        CHECK_EQ_INT(crowd_runner_frame(&r[route], &c, &got), BROADPHASE_OK);
+                        size_t bad = crowd_sets_differ(&want, &got);
+                        CHECK_EQ_INT(bad, SIZE_MAX);
+                    }
+                    crowd_advance(&c);
+                }
+                for (int route = 0; route < CROWD_ROUTES; route++) crowd_runner_free(&r[route]);
+            }
+            crowd_sets_free(&want);
+            crowd_sets_free(&got);
+            crowd_free(&c);
+        }
+    }
+}
+
+/* The issue's size: 100,000 agents, k = 10, neighbour distance 15, about 20 agents within it:
+ * every route gives the same neighbourhoods for every agent, and those of one agent in 50 equal
+ * the brute-force reference. */
+TEST(crowd_routes_agree_at_1e5_agents) {
+    crowd c;
+    REQUIRE(crowd_make(&c, 2, 100000, 15.0f, 10, 20.0f, 0.5f, 3));
+    crowd_sets want, got, first;
+    REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k) &&
+            crowd_sets_make(&first, c.count, c.k));
+    crowd_brute(&c, &want, 50);
+    for (int route = 0; route < CROWD_ROUTES; route++) {
+        TEST_CONTEXT("route %s", crowd_route_name((crowd_route)route));
+        crowd_runner r;
+        CHECK_EQ_INT(crowd_runner_make(&r, &c, (crowd_route)route, 2), BROADPHASE_OK);
+        CHECK_EQ_INT(crowd_runner_frame(&r, &c, route == 0 ? &first : &got), BROADPHASE_OK);
+        crowd_runner_free(&r);
+        if (route > 0) CHECK_EQ_INT(crowd_sets_differ(&first, &got), SIZE_MAX);
+    }
+    size_t checked = 0;
+    for (size_t i = 0; i < c.count; i += 50, checked++) {
+        CHECK_EQ_INT(first.count[i], want.count[i]);
+        for (size_t j = 0; j < want.count[i] && j < first.count[i]; j++)
+            CHECK(first.ids[i * c.k + j] == want.ids[i * c.k + j]);
+    }
+    CHECK_EQ_INT(checked, 2000);
+    crowd_sets_free(&want);
+    crowd_sets_free(&got);
+    crowd_sets_free(&first);
+    crowd_free(&c);
 }
 
 TEST_MAIN()
