@@ -29,6 +29,10 @@ typedef struct batch_worker {
     size_t used;
     float *d2; /* nearest without dist2_out: k floats */
     bool failed;
+    query_group group; /* GROUP consecutive queries' shared objects (query_group.c) */
+    query group_q[GROUP];
+    size_t group_end; /* the group's queries are positions [group_end - its size, group_end) */
+    bool grouped;     /* they run from the group */
 } batch_worker;
 
 typedef struct batch {
@@ -48,6 +52,7 @@ typedef struct batch {
     float *near_d2;
     size_t *near_counts;
     uint32_t *order; /* the queries in space-filling-curve order (NULL: as given) */
+    bool group;      /* runs of GROUP queries share a walk (query_group.c) */
 } batch;
 
 /* Query i of the batch; the input was checked. */
@@ -190,12 +195,37 @@ static broadphase_status batch_check(const batch *b, size_t *bad) {
     return BROADPHASE_OK;
 }
 
+/* Query at ordered position j of [.., end): from its group when the batch groups (the group of
+ * the GROUP positions from j is gathered when j reaches it; one whose objects are too many to
+ * share runs alone), else alone. */
+static void batch_run_one(batch *b, batch_worker *k, size_t j, size_t end, const query *q,
+                          query_out *o) {
+    if (b->group && j >= k->group_end) {
+        size_t n = end - j < GROUP ? end - j : GROUP;
+        for (size_t x = 0; x < n; x++) batch_query(b, b->order[j + x], &k->group_q[x]);
+        k->group_end = j + n;
+        k->grouped = false;
+        bool all = true;
+        for (size_t x = 0; x < n; x++) all = all && query_groupable(&k->group_q[x]);
+        if (all) {
+            k->grouped = query_group_gather(b->w, &k->group, k->group_q, n, GROUP_MOST * n);
+            if (k->group.failed) o->failed = true;
+        }
+    }
+    if (o->failed) return;
+    if (b->group && k->grouped)
+        query_group_one(b->w, &k->group, q, o);
+    else
+        query_run(b->w, q, o);
+}
+
 static void batch_rows_chunk(size_t c, int worker, void *p) {
     batch *b = p;
     batch_worker *k = &b->workers[worker];
     b->chunk_start[c] = k->used;
     b->chunk_worker[c] = worker;
     size_t end = (c + 1) * BATCH_CHUNK < b->count ? (c + 1) * BATCH_CHUNK : b->count;
+    k->group_end = 0; /* groups start at the chunk's first query */
     for (size_t j = c * BATCH_CHUNK; j < end && !k->failed; j++) {
         size_t i = b->order ? b->order[j] : j;
         query q;
@@ -203,7 +233,7 @@ static void batch_rows_chunk(size_t c, int worker, void *p) {
         query_out o;
         query_out_init(&o, &k->buf);
         o.base = k->used;
-        query_run(b->w, &q, &o);
+        batch_run_one(b, k, j, end, &q, &o);
         if (o.failed) {
             k->failed = true;
             return;
@@ -245,7 +275,8 @@ static void batch_copy_chunk(size_t c, int worker, void *p) {
 static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
     batch *b = p;
     batch_worker *k = &b->workers[worker];
-    for (size_t j = begin; j < end; j++) {
+    k->group_end = begin;
+    for (size_t j = begin; j < end && !k->failed; j++) {
         size_t i = b->order ? b->order[j] : j;
         query q;
         batch_query(b, i, &q);
@@ -256,7 +287,11 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
             o.heap_id = b->near_ids + i * b->k;
             o.heap_d2 = b->near_d2 ? b->near_d2 + i * b->k : k->d2;
         }
-        query_run(b->w, &q, &o);
+        batch_run_one(b, k, j, end, &q, &o);
+        if (o.failed) {
+            k->failed = true;
+            return;
+        }
         if (b->kind == BATCH_NEAREST) {
             query_finish_nearest(&q, &o);
             b->near_counts[i] = o.heap_n;
@@ -271,6 +306,7 @@ static void batch_release(batch *b, int workers) {
     if (b->workers)
         for (int i = 0; i < workers; i++) {
             query_buf_release(&b->workers[i].buf);
+            query_group_release(&b->workers[i].group);
             heap_free(h, b->workers[i].d2, b->k * sizeof(float));
         }
     heap_free(h, b->workers, (size_t)workers * sizeof *b->workers);
@@ -308,9 +344,14 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     }
     bool ok =
         b->workers && (!rows || (b->chunk_start && b->chunk_worker)) && batch_order(b, workers);
+    /* Queries in Morton order share walks, a group at a time; boxes, balls and bounded
+     * nearest searches only (the others' regions are not known before they run). */
+    b->group = b->order && (b->kind == BATCH_BOXES || b->kind == BATCH_SPHERES ||
+                            (b->kind == BATCH_NEAREST && b->max_distance < INFINITY));
     for (int i = 0; ok && i < workers; i++) {
         b->workers[i].buf.elem = elem;
         b->workers[i].buf.heap = h;
+        b->workers[i].group.heap = h;
         if (b->kind == BATCH_NEAREST && !b->near_d2 && b->k > 0) {
             b->workers[i].d2 = heap_alloc(h, b->k * sizeof(float));
             ok = b->workers[i].d2 != NULL;
@@ -323,8 +364,10 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     if (!rows) {
         if (b->kind != BATCH_NEAREST || b->k > 0)
             threads_for_ranges(workers, b->count, BATCH_CHUNK, batch_fixed_range, b);
+        for (int i = 0; i < workers; i++)
+            if (b->workers[i].failed) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
         batch_release(b, workers);
-        return BROADPHASE_OK;
+        return s;
     }
     threads_for_chunks(workers, chunks, batch_rows_chunk, b);
     for (int i = 0; i < workers; i++)

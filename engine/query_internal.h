@@ -20,6 +20,8 @@ enum {
     BATCH_CHUNK = 64,       /* queries per chunk of a batch */
     SORTED_K_MAX = 32,      /* nearest: up to this k the best are kept sorted */
     ORDER_MIN = 256,        /* queries from which a batch runs them in Morton order */
+    GROUP = 16,             /* consecutive queries of such a batch that share a walk */
+    GROUP_MOST = 64,        /* objects a query of a group may share, at most, on average */
 };
 
 typedef enum query_kind {
@@ -85,6 +87,32 @@ void query_finish_nearest(const query *q, query_out *o);
 bool query_buf_room(query_buf *b, size_t need);
 /* Gives back b's memory if it is the heap's. */
 void query_buf_release(query_buf *b);
+
+/* Object id offered to the query: its exact test, and its result kept (query_walk.c). */
+void query_offer(const broadphase_world *w, const query *q, query_out *o, uint32_t id);
+
+/* ---- query_group.c: queries that share one walk ---- */
+
+/* A group's objects: ids and their bounds as columns (6 of cap + SIMD_PAD floats). The heap is
+ * the world's; everything else starts zeroed. */
+typedef struct query_group {
+    query_buf ids;
+    float *cols;
+    uint32_t *hits;
+    size_t cap, count;
+    heap *heap;
+    bool failed; /* out of memory */
+} query_group;
+/* Whether a query can run from a group: boxes, balls, and nearest searches with a greatest
+ * distance (whose regions are bounded). */
+bool query_groupable(const query *q);
+/* Gathers the objects that may meet any of qs[0, n) (groupable, n > 0). False when more than
+ * `most` (the queries are then better run alone) or out of memory (g->failed). */
+bool query_group_gather(const broadphase_world *w, query_group *g, const query *qs, size_t n,
+                        size_t most);
+/* One query of the group, as query_run would leave o. */
+void query_group_one(const broadphase_world *w, const query_group *g, const query *q, query_out *o);
+void query_group_release(query_group *g);
 
 /* ---- query.c ---- */
 

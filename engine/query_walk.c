@@ -229,6 +229,10 @@ static void offer(const broadphase_world *w, const query *q, query_out *o, uint3
         put_id(o, id);
 }
 
+void query_offer(const broadphase_world *w, const query *q, query_out *o, uint32_t id) {
+    offer(w, q, o, id);
+}
+
 /* ---- walking a structure ------------------------------------------------------------------ */
 
 enum { OUTSIDE, PARTIAL, INSIDE };

@@ -218,7 +218,9 @@ static void seed_build(seed_tree *t, const crowd *c, uint32_t node, uint32_t beg
 static inline double seed_box_d2(const crowd *c, const seed_node *nd, size_t i) {
     double s = 0.0;
     for (int a = 0; a < c->dims; a++) {
-        double p = c->pos[a][i], g = p < nd->lo[a] ? nd->lo[a] - p : p > nd->hi[a] ? p - nd->hi[a] : 0;
+        double p = c->pos[a][i], g = p < nd->lo[a]   ? nd->lo[a] - p
+                                     : p > nd->hi[a] ? p - nd->hi[a]
+                                                     : 0;
         s = s + g * g;
     }
     return s;
@@ -277,8 +279,13 @@ static void seed_agents(size_t begin, size_t end, int worker, void *p) {
     const seed_pass *s = p;
     for (size_t i = begin; i < end; i++) {
         s->out->count[i] = 0;
-        seed_query q = {s->c,   s->t, i, s->out->ids + i * s->out->k, s->out->d2 + i * s->out->k,
-                        &s->out->count[i], range2(s->c)};
+        seed_query q = {s->c,
+                        s->t,
+                        i,
+                        s->out->ids + i * s->out->k,
+                        s->out->d2 + i * s->out->k,
+                        &s->out->count[i],
+                        range2(s->c)};
         if (s->c->count > 0) seed_visit(&q, 0);
     }
 }

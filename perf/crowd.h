@@ -23,7 +23,7 @@ typedef struct crowd {
     size_t k;       /* the most neighbours kept */
     float *pos[3];  /* agent i at (pos[0][i], pos[1][i], pos[2][i]); z 0 in 2D */
     float *goal[3];
-    float step; /* distance walked a frame */
+    float step;   /* distance walked a frame */
     float radius; /* the agents start in a disc (ball in 3D) of this radius around 0 */
 } crowd;
 
@@ -60,7 +60,8 @@ void crowd_brute(const crowd *c, crowd_sets *out, size_t stride);
 typedef enum crowd_route {
     CROWD_ROWS,    /* step, then the pairs as neighbour rows (broadphase_neighbours) */
     CROWD_BALLS,   /* update, then a ball of radius R around every agent (query_spheres) */
-    CROWD_NEAREST, /* update, then the k + 1 nearest within R of every agent (nearest_many_within) */
+    CROWD_NEAREST, /* update, then the k + 1 nearest within R of every agent (nearest_many_within)
+                    */
     CROWD_SEED,    /* the seed's kd-tree, built anew each frame, one agent at a time */
     CROWD_ROUTES
 } crowd_route;

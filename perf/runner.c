@@ -5,6 +5,7 @@
 #include "machine.h"
 #include "scenes.h"
 #include "load.h"
+#include "crowd_run.h"
 #include "soak.h"
 #include "svg.h"
 #include "../simd/overlap.h"
@@ -52,6 +53,13 @@ typedef struct options {
     bool soak;
     size_t soak_sample;
     const char *soak_csv;
+    /* --crowd: neighbourhoods of a walking crowd (perf/crowd_run.h) */
+    bool crowd;
+    int crowd_dims;
+    size_t crowd_k;
+    float crowd_distance, crowd_density;
+    bool crowd_routes[CROWD_ROUTES];
+    bool crowd_routes_set;
     bool fixed_threads; /* --fixed-threads: config.fixed_threads */
     int load;           /* --load: spinning processes beside the frames (perf/load.h) */
 } options;
@@ -123,6 +131,22 @@ static void usage(FILE *out) {
         "                        is sampled: after frame 1000 it must stay within 5%%. Exit 1\n"
         "                        on a difference or a drift. Uses --n, --frames, --method,\n"
         "                        --update, --threads, --seed, --quiet\n"
+        "  --crowd               a crowd instead of a scene: --n agents in a disc walking\n"
+        "                        through its middle to the opposite side and back (0.5 a\n"
+        "                        frame), each frame every agent's k nearest others within the\n"
+        "                        neighbour distance found by each route (rows: step and\n"
+        "                        broadphase_neighbours; balls: update and query_spheres;\n"
+        "                        nearest: update and nearest_many_within; seed: the seed's\n"
+        "                        array kd-tree), the routes compared with one another (and\n"
+        "                        with brute force on 1000 agents with --check), their times\n"
+        "                        summarised; --svg draws the last frame. Uses --n, --frames,\n"
+        "                        --threads, --seed, --check, --svg, --quiet\n"
+        "  --crowd-route R       rows | balls | nearest | seed; repeat for several (default\n"
+        "                        all four)\n"
+        "  --crowd-dims D        2 or 3 (default 2)\n"
+        "  --crowd-k K           neighbours kept (default 10)\n"
+        "  --crowd-distance R    neighbour distance (default 15)\n"
+        "  --crowd-density P     agents within R of one, on average (default 20)\n"
         "  --fixed-threads       every step on all --threads, even while other work takes\n"
         "                        cores (config.fixed_threads; default: fewer then)\n"
         "  --load K              K processes spinning beside the run (other work taking the\n"
@@ -180,6 +204,10 @@ static int parse_options(int argc, char **argv, options *o) {
                    .seed = 1,
                    .check_sample = 1000,
                    .soak_sample = 16,
+                   .crowd_dims = 2,
+                   .crowd_k = 10,
+                   .crowd_distance = 15.0f,
+                   .crowd_density = 20.0f,
                    .check_full_limit = RUNNER_FULL_CHECK_LIMIT};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -206,6 +234,10 @@ static int parse_options(int argc, char **argv, options *o) {
         }
         if (strcmp(arg, "--fixed-threads") == 0) {
             o->fixed_threads = true;
+            continue;
+        }
+        if (strcmp(arg, "--crowd") == 0) {
+            o->crowd = true;
             continue;
         }
         if (strcmp(arg, "--soak") == 0) {
@@ -275,6 +307,19 @@ static int parse_options(int argc, char **argv, options *o) {
             ok = svg_parse_ray(value, &o->svg);
         } else if (strcmp(name, "--svg-plane") == 0) {
             o->svg_plane_set = ok = svg_parse_plane(value, &o->svg.plane);
+        } else if (strcmp(name, "--crowd-route") == 0) {
+            static const char *const routes[] = {"rows", "balls", "nearest", "seed"};
+            ok = parse_name(value, routes, CROWD_ROUTES, &choice);
+            if (ok) o->crowd_routes[choice] = o->crowd_routes_set = true;
+        } else if (strcmp(name, "--crowd-dims") == 0) {
+            ok = parse_int(value, 2, 3, &o->crowd_dims);
+        } else if (strcmp(name, "--crowd-k") == 0) {
+            ok = parse_count(value, 1024, &o->crowd_k) && o->crowd_k > 0;
+        } else if (strcmp(name, "--crowd-distance") == 0 || strcmp(name, "--crowd-density") == 0) {
+            char *end = NULL;
+            float v = value ? strtof(value, &end) : 0.0f;
+            ok = value && *value && *end == '\0' && v > 0.0f && isfinite(v);
+            *(strcmp(name, "--crowd-distance") == 0 ? &o->crowd_distance : &o->crowd_density) = v;
         } else if (strcmp(name, "--load") == 0) {
             ok = parse_int(value, 0, 64, &o->load);
         } else if (strcmp(name, "--soak-sample") == 0) {
@@ -859,6 +904,23 @@ int main(int argc, char **argv) {
     options o;
     int parsed = parse_options(argc, argv, &o);
     if (parsed) return parsed == 1 ? 0 : 2;
+    if (o.crowd) {
+        crowd_run_options co = {.dims = o.crowd_dims,
+                                .count = o.count,
+                                .frames = o.frames,
+                                .k = o.crowd_k,
+                                .distance = o.crowd_distance,
+                                .per_neighbourhood = o.crowd_density,
+                                .step = 0.5f,
+                                .threads = o.threads,
+                                .seed = o.seed,
+                                .check = o.check,
+                                .svg_path = o.svg_path,
+                                .quiet = o.quiet};
+        for (int q = 0; q < CROWD_ROUTES; q++)
+            co.routes[q] = o.crowd_routes_set ? o.crowd_routes[q] : true;
+        return crowd_run(&co, stdout);
+    }
     if (o.soak) {
         soak_options so = {.count = o.count,
                            .frames = o.frames,

@@ -147,6 +147,13 @@ TEST(batches_equal_single_queries) {
                 size_t *counts = malloc(nq * sizeof *counts);
                 CHECK_EQ_INT(broadphase_nearest_many(w, nq, &pts, k, near, nd2, counts, NULL),
                              BROADPHASE_OK);
+                /* bounded: a tenth of the world's side (runs of queries then share walks) */
+                uint32_t *bnear = malloc(nq * k * sizeof *bnear);
+                float *bnd2 = malloc(nq * k * sizeof *bnd2), bound = L * 0.05f;
+                size_t *bcounts = malloc(nq * sizeof *bcounts);
+                CHECK_EQ_INT(broadphase_nearest_many_within(w, nq, &pts, k, bound, bnear, bnd2,
+                                                            bcounts, NULL),
+                             BROADPHASE_OK);
                 /* every row equals the single query */
                 uint32_t one[4096];
                 broadphase_ray_hit onehit[4096];
@@ -173,6 +180,10 @@ TEST(batches_equal_single_queries) {
                     CHECK_EQ_INT(broadphase_nearest(w, p, k, one, oned2, &n1), BROADPHASE_OK);
                     CHECK(n1 == counts[i] && !memcmp(one, near + i * k, n1 * sizeof(uint32_t)) &&
                           !memcmp(oned2, nd2 + i * k, n1 * sizeof(float)));
+                    CHECK_EQ_INT(broadphase_nearest_within(w, p, k, bound, one, oned2, &n1),
+                                 BROADPHASE_OK);
+                    CHECK(n1 == bcounts[i] && !memcmp(one, bnear + i * k, n1 * sizeof(uint32_t)) &&
+                          !memcmp(oned2, bnd2 + i * k, n1 * sizeof(float)));
                 }
                 /* and every thread count gives the same rows */
                 if (threads == 1) {
@@ -212,6 +223,9 @@ TEST(batches_equal_single_queries) {
                 free(near);
                 free(nd2);
                 free(counts);
+                free(bnear);
+                free(bnd2);
+                free(bcounts);
                 broadphase_destroy(w);
             }
             for (int j = 0; j < 3; j++) free(ref_off[j]);

@@ -1,0 +1,143 @@
+/* Queries that share a walk (see query_internal.h): a batch's queries come in Morton order, so a
+ * few consecutive ones sit close together; the objects overlapping the box that holds all their
+ * regions are gathered once, by one box query, into columns, and each query then tests those
+ * with the SIMD filter and the exact test of a single query. The walk over every structure, the
+ * cost of many small queries, is paid once a group instead of once a query.
+ *
+ * The results are the single queries' own. Each query's region (a box, a ball's box, a nearest
+ * search's reach) lies inside the group's box, which is widened a float step further: every
+ * object a query's exact test takes overlaps its region, so the group's box query takes it too
+ * (the margin covers the exact tests' rounding); and every object is gathered once, with the
+ * shape it has now, as query_run finds it. */
+#include "bits.h"
+#include "query_internal.h"
+#include "world.h"
+
+#include <math.h>
+#include <string.h>
+
+bool query_groupable(const query *q) {
+    if (q->candidates) return false;
+    if (q->kind == QUERY_BOX || q->kind == QUERY_SPHERE) return true;
+    return q->kind == QUERY_NEAREST && q->k > 0 && q->max_d2 < INFINITY;
+}
+
+/* The box holding every point the query can take (groupable queries only). */
+static void region(const query *q, float lo[3], float hi[3]) {
+    for (int k = 0; k < 3; k++) lo[k] = hi[k] = 0.0f;
+    if (q->kind != QUERY_NEAREST) {
+        memcpy(lo, q->lo, sizeof q->lo);
+        memcpy(hi, q->hi, sizeof q->hi);
+        return;
+    }
+    /* as reach_box: a distance taken is at most the greatest, by a relative 1e-6 at most */
+    double r = sqrt(q->max_d2) * (1.0 + 1e-6);
+    for (int k = 0; k < q->dims; k++) {
+        lo[k] = bits_round_down((double)q->p[k] - r);
+        hi[k] = bits_round_up((double)q->p[k] + r);
+    }
+}
+
+static void release_columns(query_group *g) {
+    size_t stride = g->cap + SIMD_PAD;
+    if (g->cols) heap_free(g->heap, g->cols, stride * 6 * sizeof(float));
+    if (g->hits) heap_free(g->heap, g->hits, stride * sizeof(uint32_t));
+    g->cols = NULL;
+    g->hits = NULL;
+    g->cap = 0;
+}
+
+static bool group_reserve(query_group *g, size_t need) {
+    if (need <= g->cap) return true;
+    size_t cap = g->cap * 2 > need ? g->cap * 2 : need;
+    size_t stride = cap + SIMD_PAD;
+    float *cols = heap_alloc(g->heap, stride * 6 * sizeof(float));
+    uint32_t *hits = heap_alloc(g->heap, stride * sizeof(uint32_t));
+    if (!cols || !hits) {
+        heap_free(g->heap, cols, stride * 6 * sizeof(float));
+        heap_free(g->heap, hits, stride * sizeof(uint32_t));
+        return false;
+    }
+    release_columns(g);
+    g->cols = cols;
+    g->hits = hits;
+    g->cap = cap;
+    return true;
+}
+
+bool query_group_gather(const broadphase_world *w, query_group *g, const query *qs, size_t n,
+                        size_t most) {
+    int dims = qs[0].dims;
+    float glo[3], ghi[3];
+    region(&qs[0], glo, ghi);
+    for (size_t i = 1; i < n; i++) {
+        float lo[3], hi[3];
+        region(&qs[i], lo, hi);
+        for (int k = 0; k < dims; k++) {
+            glo[k] = lo[k] < glo[k] ? lo[k] : glo[k];
+            ghi[k] = hi[k] > ghi[k] ? hi[k] : ghi[k];
+        }
+    }
+    for (int k = 0; k < dims; k++) { /* the margin (see the top) */
+        glo[k] = bits_round_down((double)glo[k]);
+        ghi[k] = bits_round_up((double)ghi[k]);
+    }
+    query box;
+    if (query_make_box(&box, dims, glo, ghi, false) != BROADPHASE_OK) return false;
+    g->ids.heap = g->heap;
+    g->ids.elem = sizeof(uint32_t);
+    query_out o;
+    query_out_init(&o, &g->ids);
+    query_run(w, &box, &o);
+    g->count = 0;
+    if (o.failed || o.count > most) {
+        g->failed = o.failed;
+        return false;
+    }
+    if (!group_reserve(g, o.count)) {
+        g->failed = true;
+        return false;
+    }
+    size_t stride = g->cap + SIMD_PAD, count = o.count;
+    const uint32_t *ids = g->ids.data;
+    for (size_t i = 0; i < count; i++) {
+        const world_box *b = &w->store.box[ids[i]];
+        for (int k = 0; k < 3; k++) {
+            g->cols[stride * (size_t)k + i] = b->lo[k];
+            g->cols[stride * (size_t)(3 + k) + i] = b->hi[k];
+        }
+    }
+    for (size_t i = count; i < count + SIMD_PAD; i++) /* sentinels for the kernels */
+        for (int k = 0; k < 3; k++) {
+            g->cols[stride * (size_t)k + i] = INFINITY;
+            g->cols[stride * (size_t)(3 + k) + i] = -INFINITY;
+        }
+    g->count = count;
+    return true;
+}
+
+void query_group_one(const broadphase_world *w, const query_group *g, const query *q,
+                     query_out *o) {
+    size_t stride = g->cap + SIMD_PAD;
+    simd_boxes cols;
+    for (int k = 0; k < 3; k++) {
+        cols.min[k] = g->cols + stride * (size_t)k;
+        cols.max[k] = g->cols + stride * (size_t)(3 + k);
+    }
+    const uint32_t *ids = g->ids.data;
+    size_t h;
+    if (q->kind == QUERY_NEAREST) {
+        /* bounded from the start by the greatest distance, as query_run sets it */
+        if ((double)(float)q->max_d2 < o->bound) o->bound = (double)(float)q->max_d2;
+        float limit = (float)o->bound * 1.00001f;
+        h = simd_point_vs_boxes(q->p, limit, &cols, 0, g->count, q->dims, g->hits);
+    } else {
+        h = simd_box_vs_boxes(q->lo, q->hi, &cols, 0, g->count, q->dims, g->hits);
+    }
+    for (size_t j = 0; j < h && !o->failed; j++) query_offer(w, q, o, ids[g->hits[j]]);
+}
+
+void query_group_release(query_group *g) {
+    release_columns(g);
+    query_buf_release(&g->ids);
+}
