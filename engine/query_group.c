@@ -10,6 +10,7 @@
  * (the margin covers the exact tests' rounding); and every object is gathered once, with the
  * shape it has now, as query_run finds it. */
 #include "bits.h"
+#include "query_math.h"
 #include "query_internal.h"
 #include "world.h"
 
@@ -41,9 +42,9 @@ static void region(const query *q, float lo[3], float hi[3]) {
 static void release_columns(query_group *g) {
     size_t stride = g->cap + SIMD_PAD;
     if (g->cols) heap_free(g->heap, g->cols, stride * 6 * sizeof(float));
-    if (g->hits) heap_free(g->heap, g->hits, stride * sizeof(uint32_t));
+    if (g->hits) heap_free(g->heap, g->hits, stride * 2 * sizeof(uint32_t));
     g->cols = NULL;
-    g->hits = NULL;
+    g->hits = g->spheres = NULL;
     g->cap = 0;
 }
 
@@ -52,15 +53,16 @@ static bool group_reserve(query_group *g, size_t need) {
     size_t cap = g->cap * 2 > need ? g->cap * 2 : need;
     size_t stride = cap + SIMD_PAD;
     float *cols = heap_alloc(g->heap, stride * 6 * sizeof(float));
-    uint32_t *hits = heap_alloc(g->heap, stride * sizeof(uint32_t));
+    uint32_t *hits = heap_alloc(g->heap, stride * 2 * sizeof(uint32_t));
     if (!cols || !hits) {
         heap_free(g->heap, cols, stride * 6 * sizeof(float));
-        heap_free(g->heap, hits, stride * sizeof(uint32_t));
+        heap_free(g->heap, hits, stride * 2 * sizeof(uint32_t));
         return false;
     }
     release_columns(g);
     g->cols = cols;
     g->hits = hits;
+    g->spheres = hits + stride;
     g->cap = cap;
     return true;
 }
@@ -106,6 +108,7 @@ bool query_group_gather(const broadphase_world *w, query_group *g, const query *
             g->cols[stride * (size_t)k + i] = b->lo[k];
             g->cols[stride * (size_t)(3 + k) + i] = b->hi[k];
         }
+        g->spheres[i] = w->store.kind[ids[i]] == OBJECT_SPHERE;
     }
     for (size_t i = count; i < count + SIMD_PAD; i++) /* sentinels for the kernels */
         for (int k = 0; k < 3; k++) {
@@ -114,6 +117,45 @@ bool query_group_gather(const broadphase_world *w, query_group *g, const query *
         }
     g->count = count;
     return true;
+}
+
+/* A nearest search whose filter kept more objects than it wants: only those whose float
+ * distances (within a relative 1e-5 of the exact ones, as the filter's) can rank among the k
+ * nearest go on to the exact test. The float distances are counted into NEAR_BUCKETS bands of
+ * the bound; the kept ones are those up to the band where the count reaches k, which holds the
+ * k-th nearest, or a little beyond it (a band's width of the bound, relative margin included).
+ * Returns how many stay at the front of hits, in their order. */
+enum { NEAR_BUCKETS = 32 };
+static size_t nearest_first(const query *q, const query_out *o, const simd_boxes *cols,
+                            const uint32_t *spheres, uint32_t *hits, size_t h) {
+    float bound = (float)o->bound;
+    if (!(bound > 0.0f) || !(bound < INFINITY)) return h;
+    float scale = (float)NEAR_BUCKETS / bound;
+    uint32_t count[NEAR_BUCKETS + 1] = {0};
+    uint8_t band[GROUP_BAND_MAX];
+    if (h > GROUP_BAND_MAX) return h;
+    for (size_t j = 0; j < h; j++) {
+        uint32_t at = hits[j];
+        float s = 0.0f;
+        for (int k = 0; k < q->dims; k++) {
+            float a = cols->min[k][at] - q->p[k], b = q->p[k] - cols->max[k][at];
+            float gap = a > b ? a : b;
+            gap = gap > 0.0f ? gap : 0.0f;
+            s += gap * gap;
+        }
+        /* lowered by the relative margin, so that a band never sits above the exact figure */
+        float x = s * 0.99998f * scale;
+        uint32_t b = x < (float)NEAR_BUCKETS ? (uint32_t)x : NEAR_BUCKETS;
+        band[j] = (uint8_t)b;
+        /* a sphere's box is nearer than the sphere: it may not count towards the k */
+        count[b] += spheres[at] ? 0u : 1u;
+    }
+    uint32_t last = 0, seen = 0;
+    while (last < NEAR_BUCKETS && seen + count[last] < q->k) seen += count[last++];
+    size_t n = 0;
+    for (size_t j = 0; j < h; j++) /* the band after too: the k-th's exact figure may reach it */
+        if (band[j] <= last + 1) hits[n++] = hits[j];
+    return n;
 }
 
 void query_group_one(const broadphase_world *w, const query_group *g, const query *q,
@@ -129,12 +171,31 @@ void query_group_one(const broadphase_world *w, const query_group *g, const quer
     if (q->kind == QUERY_NEAREST) {
         /* bounded from the start by the greatest distance, as query_run sets it */
         if ((double)(float)q->max_d2 < o->bound) o->bound = (double)(float)q->max_d2;
-        float limit = (float)o->bound * 1.00001f;
-        h = simd_point_vs_boxes(q->p, limit, &cols, 0, g->count, q->dims, g->hits);
+        h = simd_point_vs_boxes(q->p, (float)o->bound * 1.00001f, &cols, 0, g->count, q->dims,
+                                g->hits);
     } else {
         h = simd_box_vs_boxes(q->lo, q->hi, &cols, 0, g->count, q->dims, g->hits);
     }
-    for (size_t j = 0; j < h && !o->failed; j++) query_offer(w, q, o, ids[g->hits[j]]);
+    if (q->kind == QUERY_NEAREST && h > q->k)
+        h = nearest_first(q, o, &cols, g->spheres, g->hits, h);
+    /* A box's exact test reads the bounds in the columns (the same numbers as the store's);
+     * a sphere's goes to the store for its centre and radius. */
+    for (size_t j = 0; j < h && !o->failed; j++) {
+        uint32_t at = g->hits[j], id = ids[at];
+        if (g->spheres[at]) {
+            query_offer(w, q, o, id);
+            continue;
+        }
+        float lo[3], hi[3];
+        for (int k = 0; k < 3; k++) {
+            lo[k] = cols.min[k][at];
+            hi[k] = cols.max[k][at];
+        }
+        if (q->kind == QUERY_NEAREST)
+            query_take(q, o, id, qm_box_dist2(q->p, lo, hi, q->dims));
+        else if (q->kind == QUERY_BOX || simd_pair_box_sphere(lo, hi, q->c, q->r, q->dims))
+            query_take(q, o, id, 0.0); /* the filter was a box's exact test */
+    }
 }
 
 void query_group_release(query_group *g) {

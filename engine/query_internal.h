@@ -20,8 +20,9 @@ enum {
     BATCH_CHUNK = 64,       /* queries per chunk of a batch */
     SORTED_K_MAX = 32,      /* nearest: up to this k the best are kept sorted */
     ORDER_MIN = 256,        /* queries from which a batch runs them in Morton order */
-    GROUP = 16,             /* consecutive queries of such a batch that share a walk */
+    GROUP = 32,             /* consecutive queries of such a batch that share a walk */
     GROUP_MOST = 64,        /* objects a query of a group may share, at most, on average */
+    GROUP_BAND_MAX = 4096,  /* a group's nearest search picks its k from up to this many */
 };
 
 typedef enum query_kind {
@@ -90,6 +91,9 @@ void query_buf_release(query_buf *b);
 
 /* Object id offered to the query: its exact test, and its result kept (query_walk.c). */
 void query_offer(const broadphase_world *w, const query *q, query_out *o, uint32_t id);
+/* Object id kept as a result of a box, ball or nearest query that tested it (value: its squared
+ * distance for a nearest search). */
+void query_take(const query *q, query_out *o, uint32_t id, double value);
 
 /* ---- query_group.c: queries that share one walk ---- */
 
@@ -99,6 +103,7 @@ typedef struct query_group {
     query_buf ids;
     float *cols;
     uint32_t *hits;
+    uint32_t *spheres; /* by object: 1 for a sphere (in hits' block) */
     size_t cap, count;
     heap *heap;
     bool failed; /* out of memory */

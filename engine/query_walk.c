@@ -233,6 +233,13 @@ void query_offer(const broadphase_world *w, const query *q, query_out *o, uint32
     offer(w, q, o, id);
 }
 
+void query_take(const query *q, query_out *o, uint32_t id, double value) {
+    if (q->kind == QUERY_NEAREST)
+        put_near(q, o, id, value);
+    else
+        put_id(o, id);
+}
+
 /* ---- walking a structure ------------------------------------------------------------------ */
 
 enum { OUTSIDE, PARTIAL, INSIDE };
