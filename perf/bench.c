@@ -5,6 +5,7 @@
 #include "bench.h"
 
 #include "broadphase.h"
+#include "crowd.h"
 #include "peers.h"
 #include "scenes.h"
 
@@ -20,7 +21,19 @@
 #define BENCH_BRUTE_FORCE_MAX 20000
 #define BENCH_SEED 1
 
-typedef enum bench_engine { BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE, BENCH_PEER } bench_engine;
+typedef enum bench_engine {
+    BENCH_KDTREE,
+    BENCH_OCTREE,
+    BENCH_BRUTE,
+    BENCH_PEER,
+    BENCH_CROWD /* a crowd's neighbourhoods by one route (perf/crowd.h; `peer` holds the route) */
+} bench_engine;
+/* Crowd cases (issue 34): 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
+ * within it, walking 0.5 a frame; a frame moves the crowd and finds every neighbourhood. */
+#define CROWD_DISTANCE 15.0f
+#define CROWD_K 10
+#define CROWD_DENSITY 20.0f
+#define CROWD_STEP 0.5f
 
 /* How a static_world case uses its scene: the static field flagged static (the real case), not
  * flagged and with only-moved updates off (the same world with every object in the tree), or
@@ -103,6 +116,10 @@ typedef struct bench_run {
     float *qd2;
     size_t *qoffsets, *qcounts, qcapacity;
     broadphase_ray_hit *qhits;
+    /* Crowd cases */
+    crowd crowd;
+    crowd_runner route;
+    crowd_sets sets;
 } bench_run;
 
 static bench_case *bench_cases;
@@ -118,6 +135,7 @@ int bench_hardware_threads(void) {
 
 static const char *engine_name(const bench_case *c) {
     static const char *const names[] = {"kdtree", "octree", "brute"};
+    if (c->engine == BENCH_CROWD) return crowd_route_name((crowd_route)c->peer);
     return c->engine == BENCH_PEER ? peer_engine_name(c->peer) : names[c->engine];
 }
 
@@ -186,6 +204,22 @@ static void add_query_cases(size_t count, const int *threads, int thread_count) 
             }
         }
     }
+}
+
+/* A crowd's neighbourhoods at 1e4 and 1e5 agents by every route, on 1 thread and all of them
+ * (the seed's tree too: its queries spread over the threads as a simulator spreads them). */
+static void add_crowd_cases(const int *threads, int thread_count) {
+    static const size_t counts[] = {10000, 100000};
+    int ends[2] = {threads[0], threads[thread_count - 1]};
+    for (size_t n = 0; n < 2; n++)
+        for (int route = 0; route < CROWD_ROUTES; route++)
+            for (int t = 0; t < (ends[0] == ends[1] ? 1 : 2); t++) {
+                add_variant_case(SCENE_PLANE2D, VARIANT_PLAIN, BENCH_CROWD, (peer_engine)route,
+                                 BROADPHASE_UPDATE_AUTO, counts[n], ends[t]);
+                bench_case *c = &bench_cases[bench_cases_count - 1];
+                snprintf(c->name, sizeof c->name, "crowd/%s/n:%zu/threads:%d",
+                         crowd_route_name((crowd_route)route), counts[n], ends[t]);
+            }
 }
 
 static bool scene_is_2d(scene_kind kind) {
@@ -354,6 +388,7 @@ static void build_cases(void) {
             add_peer_query_cases(counts[n]);
         }
     }
+    add_crowd_cases(threads, thread_count);
 }
 
 size_t bench_case_count(void) {
@@ -788,6 +823,22 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
         return NULL;
     }
     if (r->c->engine != BENCH_PEER || r->c->query == QUERY_NONE) park_release();
+    if (r->c->engine == BENCH_CROWD) {
+        const bench_case *c = r->c;
+        bool ok = crowd_make(&r->crowd, 2, c->count, CROWD_DISTANCE, CROWD_K, CROWD_DENSITY,
+                             CROWD_STEP, BENCH_SEED) &&
+                  crowd_sets_make(&r->sets, c->count, CROWD_K) &&
+                  crowd_runner_make(&r->route, &r->crowd, (crowd_route)c->peer, c->threads) ==
+                      (int)BROADPHASE_OK &&
+                  crowd_runner_frame(&r->route, &r->crowd, &r->sets) == (int)BROADPHASE_OK;
+        if (!ok) {
+            snprintf(error, error_size, "crowd set-up failed");
+            bench_teardown(r);
+            return NULL;
+        }
+        bench_reset_totals(r);
+        return r;
+    }
     if (!scene_make(&r->s, r->c->scene, r->c->count, BENCH_SEED) ||
         !(r->ids = malloc((r->c->count ? r->c->count : 1) * sizeof *r->ids)) ||
         !(r->churn_ids = malloc((r->c->count / CHURN_SHARE + 1) * sizeof *r->churn_ids))) {
@@ -815,11 +866,15 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
 }
 
 int bench_is_moving(const bench_run *r) {
+    if (r->c->engine == BENCH_CROWD) return 1;
     return r->c->query == QUERY_NONE && scene_is_moving(r->s.kind);
 }
 
 void bench_advance(bench_run *r) {
-    scene_advance(&r->s);
+    if (r->c->engine == BENCH_CROWD)
+        crowd_advance(&r->crowd);
+    else
+        scene_advance(&r->s);
 }
 
 /* A peer's frame: pushing every box into its structure, updating it and collecting the exact
@@ -860,6 +915,11 @@ static broadphase_status churn(bench_run *r) {
 /* One frame as a user runs it: push every position (unchanged in static scenes, so the update
  * path still runs), remove and add again in churn cases, then step. */
 static int frame_body(bench_run *r) {
+    if (r->c->engine == BENCH_CROWD) {
+        int st = crowd_runner_frame(&r->route, &r->crowd, &r->sets);
+        if (st == (int)BROADPHASE_OK) r->frames++;
+        return st;
+    }
     if (r->c->query != QUERY_NONE) return query_frame(r);
     if (r->p) return peer_bench_frame(r);
     broadphase_status st = (broadphase_status)scene_move_in_world(&r->s, r->w, r->ids);
@@ -952,5 +1012,8 @@ void bench_teardown(bench_run *r) {
     free(r->churn_ids);
     free(r->frame_ms);
     scene_free(&r->s);
+    crowd_runner_free(&r->route);
+    crowd_sets_free(&r->sets);
+    crowd_free(&r->crowd);
     free(r);
 }

@@ -26,16 +26,18 @@
 # auto, 1 thread and all of them, one long run each (--benchmark_min_time=10: at least 300
 # frames at 1e5 and 120 at 1e6 here), with the frames' median, 99th percentile and worst as
 # counters; about 15 minutes. BROADPHASE_BENCH_LOAD=K in the environment runs K spinning
-# processes beside every case (other work taking cores).
+# processes beside every case (other work taking cores). With --crowd: a crowd's neighbourhoods
+# (issue 34) at 1e4 and 1e5 agents by every route (rows, balls, nearest, and the seed's array
+# kd-tree), 1 thread and all of them; 3 repetitions; about 2 minutes.
 #
 # Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors | --churn |
-#                              --smooth]
+#                              --smooth | --crowd]
 #                             [--bench PATH]
 #                             [OUT.json] [-- OPTIONS...]
 #   OUT.json   default perf/results/bench-standard.json (bench-threads.json with --threads-sweep,
 #              bench-still.json with --still, bench-queries.json with --queries,
 #              bench-floors.json with --floors, bench-churn.json with --churn,
-#              bench-smooth.json with --smooth)
+#              bench-smooth.json with --smooth, bench-crowd.json with --crowd)
 #   --bench    the broadphase-bench binary (default build/broadphase-bench, or $BROADPHASE_BENCH)
 #   after --   passed on to broadphase-bench (e.g. --benchmark_min_time=0.2)
 # Time on the 2-core development machine, estimated from timed subsets of the standard set
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --floors) mode=floors ;;
     --churn) mode=churn ;;
     --smooth) mode=smooth ;;
+    --crowd) mode=crowd ;;
     --bench)
         bench=$2
         shift
@@ -106,6 +109,9 @@ elif [ "$mode" = floors ]; then
 elif [ "$mode" = churn ]; then
     out=${out:-perf/results/bench-churn.json}
     filter="^step/moving(_churn)?/(kdtree|octree)/auto/n:(100000|1000000)/threads:(1|$most)/"
+elif [ "$mode" = crowd ]; then
+    out=${out:-perf/results/bench-crowd.json}
+    filter="^crowd/"
 elif [ "$mode" = smooth ]; then
     out=${out:-perf/results/bench-smooth.json}
     filter="^step/(moving|moving2d|clustered|moving_churn|uniform|uniform_rest)/(kdtree|octree)/auto/n:(10000|100000|1000000)/threads:(1|$most)/"
