@@ -31,8 +31,8 @@ typedef struct batch_worker {
     bool failed;
     query_group group; /* GROUP consecutive queries' shared objects (query_group.c) */
     query group_q[GROUP];
-    size_t group_end; /* the group's queries are positions [group_end - its size, group_end) */
-    bool grouped;     /* they run from the group */
+    size_t group_start, group_end; /* the group's queries: ordered positions [start, end) */
+    bool grouped;                  /* they run from the group */
 } batch_worker;
 
 typedef struct batch {
@@ -195,24 +195,32 @@ static broadphase_status batch_check(const batch *b, size_t *bad) {
     return BROADPHASE_OK;
 }
 
-/* Query at ordered position j of [.., end): from its group when the batch groups (the group of
- * the GROUP positions from j is gathered when j reaches it; one whose objects are too many to
- * share runs alone), else alone. */
-static void batch_run_one(batch *b, batch_worker *k, size_t j, size_t end, const query *q,
-                          query_out *o) {
+/* The query at ordered position j of [.., end), made: from its group when the batch groups (the
+ * GROUP positions from j are made and their objects gathered when j reaches them; a group whose
+ * objects are too many to share runs its queries alone), else into *alone. */
+static const query *batch_make(batch *b, batch_worker *k, size_t j, size_t end, query *alone) {
     if (b->group && j >= k->group_end) {
         size_t n = end - j < GROUP ? end - j : GROUP;
-        for (size_t x = 0; x < n; x++) batch_query(b, b->order[j + x], &k->group_q[x]);
-        k->group_end = j + n;
-        k->grouped = false;
         bool all = true;
-        for (size_t x = 0; x < n; x++) all = all && query_groupable(&k->group_q[x]);
-        if (all) {
-            k->grouped = query_group_gather(b->w, &k->group, k->group_q, n, GROUP_MOST * n);
-            if (k->group.failed) o->failed = true;
+        for (size_t x = 0; x < n; x++) {
+            batch_query(b, b->order[j + x], &k->group_q[x]);
+            all = all && query_groupable(&k->group_q[x]);
         }
+        k->group_start = j;
+        k->group_end = j + n;
+        k->grouped = all && query_group_gather(b->w, &k->group, k->group_q, n, GROUP_MOST * n);
     }
-    if (o->failed) return;
+    if (b->group) return &k->group_q[j - k->group_start];
+    batch_query(b, b->order ? b->order[j] : j, alone);
+    return alone;
+}
+
+/* Runs it, from the group's objects or alone. */
+static void batch_run_one(batch *b, batch_worker *k, const query *q, query_out *o) {
+    if (k->group.failed) {
+        o->failed = true;
+        return;
+    }
     if (b->group && k->grouped)
         query_group_one(b->w, &k->group, q, o);
     else
@@ -228,12 +236,12 @@ static void batch_rows_chunk(size_t c, int worker, void *p) {
     k->group_end = 0; /* groups start at the chunk's first query */
     for (size_t j = c * BATCH_CHUNK; j < end && !k->failed; j++) {
         size_t i = b->order ? b->order[j] : j;
-        query q;
-        batch_query(b, i, &q);
+        query alone;
+        const query *q = batch_make(b, k, j, end, &alone);
         query_out o;
         query_out_init(&o, &k->buf);
         o.base = k->used;
-        batch_run_one(b, k, j, end, &q, &o);
+        batch_run_one(b, k, q, &o);
         if (o.failed) {
             k->failed = true;
             return;
@@ -278,8 +286,8 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
     k->group_end = begin;
     for (size_t j = begin; j < end && !k->failed; j++) {
         size_t i = b->order ? b->order[j] : j;
-        query q;
-        batch_query(b, i, &q);
+        query alone;
+        const query *q = batch_make(b, k, j, end, &alone);
         query_buf none = {NULL, 0, sizeof(uint32_t), false, world_heap(b->w)};
         query_out o;
         query_out_init(&o, &none);
@@ -287,13 +295,13 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
             o.heap_id = b->near_ids + i * b->k;
             o.heap_d2 = b->near_d2 ? b->near_d2 + i * b->k : k->d2;
         }
-        batch_run_one(b, k, j, end, &q, &o);
+        batch_run_one(b, k, q, &o);
         if (o.failed) {
             k->failed = true;
             return;
         }
         if (b->kind == BATCH_NEAREST) {
-            query_finish_nearest(&q, &o);
+            query_finish_nearest(q, &o);
             b->near_counts[i] = o.heap_n;
         } else {
             b->closest[i] = o.best;
