@@ -407,7 +407,21 @@ BROADPHASE_API broadphase_status broadphase_visit_nodes(const broadphase_world *
  * min > max (INVERTED_BOX), a negative radius (NEGATIVE_RADIUS). Results go to caller buffers;
  * *count_out always receives the number of results, and when it exceeds `capacity` the call
  * returns BROADPHASE_ERROR_BUFFER_TOO_SMALL and writes nothing to the buffer (ids_out may be NULL
- * when capacity is 0, to ask for the count). Tests are closed: touching counts. */
+ * when capacity is 0, to ask for the count). Tests are closed: touching counts.
+ *
+ * The boundary, exactly (the pairs of a step follow the same rules). Every test is computed in
+ * double precision from the float inputs, with no fused multiply-add: a difference of two floats
+ * is exact there, each square and each sum (over the axes in order x, y, z) is rounded to
+ * nearest, so a squared distance is within a relative 2^-51 of the true one. An object is taken
+ * when that figure is at most the square of the radius, of the greatest distance, or of the sum
+ * of two spheres' radii (computed in double; a float's square is exact there), so one exactly on
+ * the boundary is in; boxes against boxes compare the floats themselves. The same rule holds
+ * for every method and thread count, and for the step's pairs, so the routes to a neighbourhood
+ * (two balls of radius R/2 meeting, a ball of radius R around a point, the nearest within R of a
+ * point) take the same objects. A client that decides membership with its own float arithmetic
+ * (dx*dx + dy*dy < r*r in float, whose rounding reaches a relative 2^-22 or so) should ask with the
+ * radius grown by a relative 1e-6, rounded up (nextafterf(r * 1.000001f, INFINITY)), then apply
+ * its own test to what comes back: the grown set holds every object its test can take. */
 
 /* Objects whose shape overlaps the closed box; ids ascending. */
 BROADPHASE_API broadphase_status broadphase_query_box(const broadphase_world *w, const float min[3],
