@@ -142,6 +142,18 @@ static inline bool rows_equal_pairs(const broadphase_pair *pairs, size_t count,
     return ok;
 }
 
+/* Two worlds' last pair events are the same (both made with pair_events). */
+static inline bool same_events(const broadphase_world *a, const broadphase_world *b) {
+    broadphase_events ea, eb;
+    if (broadphase_pair_events(a, &ea) != BROADPHASE_OK ||
+        broadphase_pair_events(b, &eb) != BROADPHASE_OK) {
+        fprintf(stderr, "pair_events failed [%s]\n", test_context);
+        return false;
+    }
+    return pairs_equal(ea.begun.data, ea.begun.count, eb.begun.data, eb.begun.count, "begun") &&
+           pairs_equal(ea.ended.data, ea.ended.count, eb.ended.data, eb.ended.count, "ended");
+}
+
 /* looseness 0 keeps the default (it only matters to the octree). */
 static inline broadphase_config test_config(int dims, broadphase_method method,
                                             broadphase_update_policy update, int threads,
