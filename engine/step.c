@@ -210,6 +210,7 @@ broadphase_status broadphase_neighbours(broadphase_world *w, broadphase_neighbou
         rows_out->ids = n->ids.data;
         rows_out->count = n->rows;
     }
+    w->last_error_index = SIZE_MAX; /* a call on the world: no element of it was bad */
     __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
     return s;
 }
