@@ -484,8 +484,9 @@ BROADPHASE_API broadphase_status broadphase_nearest(const broadphase_world *w, c
  * (as above, computed in double) is at most max_distance (closed: one exactly that far is taken),
  * so fewer than k, or none, when fewer are that near. max_distance may be INFINITY (then as
  * broadphase_nearest); NaN: BROADPHASE_ERROR_NONFINITE; below 0: NEGATIVE_RADIUS. Ties in
- * distance go to the lower id, as always. For an object's own neighbours, ask from its centre for
- * k + 1 and drop its own id (at distance 0 it comes first, after any lower id also at 0). */
+ * distance go to the lower id, as always. For an object's own neighbours (a point object, asked
+ * from where it is), ask for k + 1, drop its own id where it comes (at distance 0, after any
+ * lower id also at 0) and keep at most k. */
 BROADPHASE_API broadphase_status broadphase_nearest_within(const broadphase_world *w,
                                                            const float point[3], size_t k,
                                                            float max_distance, uint32_t *ids_out,
