@@ -186,6 +186,8 @@ static void fill_stats(const void *state, broadphase_stats *s) {
     s->root_growths = t->growths;
     s->flat_searches = t->flat_searches;
     s->flat_builds = t->flat_builds;
+    s->relayouts = t->full_layouts + t->light_layouts;
+    s->window_relayouts = t->window_layouts;
 }
 
 static void count_levels(const octree *t, uint32_t n, broadphase_level *levels, size_t capacity) {

@@ -130,7 +130,7 @@ struct octree {
     size_t by_node_capacity;
     uint32_t *redirected; /* nodes whose redirect is set, to reset */
     size_t redirected_count;
-    uint32_t *splits; /* nodes to split this step */
+    uint32_t *splits; /* nodes to split this step; the window's nodes while one is laid out */
     size_t split_count;
     uint64_t *moves, *moves_tmp; /* source (slot, or entry of added | TREE_ADDED) << 32 | node */
     size_t move_capacity, move_count, move_chunk; /* move_chunk: moves per chunk of a pass */
@@ -143,10 +143,17 @@ struct octree {
     tree_workers workers;
 
     /* State between steps, and what oc_measure finds for the statistics and the next steps. */
-    bool built, escaped, urgent; /* urgent: some object must change node this step */
-    uint32_t untightened;        /* relayouts since the last that tightened the leaves */
-    bool built_empty;            /* the last update was a build of no objects (see tree_idle) */
-    uint64_t base_cost, cost;    /* sum over nodes of own^2, after the last rebuild and now */
+    bool built, escaped, urgent;  /* urgent: some object must change node this step */
+    uint32_t untightened;         /* relayouts since the last that tightened the leaves */
+    uint32_t window_clock;        /* steps since a window was laid out (octree_refit.c) */
+    uint32_t window_next;         /* the pair of windows that comes next */
+    uint32_t window_steps;        /* steps that could lay windows out */
+    uint32_t window_pairs;        /* pairs of windows found by the last turn */
+    uint32_t window_tightened[8]; /* by window (cell index): window_steps when last tightened */
+    uint64_t window_layouts;      /* pairs of windows laid out, light and full relayouts */
+    uint64_t light_layouts, full_layouts;
+    bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
+    uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
     uint64_t growths;
     int task_levels;     /* measure: nodes above this level finish their children as tasks */

@@ -1218,9 +1218,11 @@ int main(int argc, char **argv) {
                stats.nodes, stats.leaves, stats.depth, stats.objects_in_internal_nodes,
                stats.spare_nodes, (unsigned long long)stats.root_growths, (double)stats.quality);
         if (o.method == BROADPHASE_METHOD_OCTREE)
-            printf("search: %llu of %llu steps walked the leaf list, made %llu times\n",
+            printf("search: %llu of %llu steps walked the leaf list, made %llu times; %llu "
+                   "relayouts, %llu of one window\n",
                    (unsigned long long)stats.flat_searches, (unsigned long long)stats.steps,
-                   (unsigned long long)stats.flat_builds);
+                   (unsigned long long)stats.flat_builds, (unsigned long long)stats.relayouts,
+                   (unsigned long long)stats.window_relayouts);
     }
     if (o.levels && !tree) printf("levels: none (brute force keeps no tree)\n");
     /* The level check needs a step, and is moot once a frame has already failed. */

@@ -1364,6 +1364,52 @@ TEST(quadtree_slow_drift) {
     slow_drift(2);
 }
 
+/* The relayout spread over steps (octree_refit.c, "windows"): every object moving every frame,
+ * the movers are laid out a pair of the root's subtrees at a time, with a light relayout every
+ * few steps, and the tree keeps its leaves, so the flat list made after the first step is still
+ * the one in use at the end. Every frame against the oracle, on 1 and 3 threads. (With the
+ * windows switched off, the first two checks fail: 0 pairs, 4 relayouts.) */
+static void windows_spread(int dims) {
+    static const variant v[] = {
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 3, 0, 0},
+    };
+    scene src;
+    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 20000, 77));
+    scene s;
+    REQUIRE(scene_blank(&s, dims, src.count));
+    bench b;
+    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    enum { FRAMES = 150 };
+    for (int f = 0; f < FRAMES; f++) {
+        TEST_CONTEXT("%dD windows, frame %d", dims, f);
+        moving_frame(&b, &s, &src, f, 50, "windows");
+        scene_advance(&src);
+    }
+    for (int i = 0; i < b.count; i++) {
+        TEST_CONTEXT("%dD windows, end: %s", dims, b.name[i]);
+        broadphase_stats st = stats_of(b.w[i]);
+        printf("  %dD %s: %llu pairs of windows, %llu relayouts, list made %llu times\n", dims,
+               b.name[i], (unsigned long long)st.window_relayouts, (unsigned long long)st.relayouts,
+               (unsigned long long)st.flat_builds);
+        CHECK(st.window_relayouts >= (dims == 3 ? FRAMES / 4 : FRAMES / 12));
+        CHECK(st.relayouts >= FRAMES / 20); /* the light ones */
+        CHECK(st.flat_searches == st.steps);
+        CHECK_EQ_INT(st.flat_builds, 1);
+    }
+    bench_close(&b);
+    scene_free(&s);
+    scene_free(&src);
+}
+
+TEST(octree_windows_spread_relayouts) {
+    windows_spread(3);
+}
+
+TEST(quadtree_windows_spread_relayouts) {
+    windows_spread(2);
+}
+
 TEST(octree_tuning_extremes_moving) {
     tuning_moving(3);
 }

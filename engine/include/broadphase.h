@@ -321,6 +321,9 @@ typedef struct broadphase_stats {
                                          kept its pairs, at the cost of a check */
     uint64_t updates;                 /* broadphase_update calls that brought the structures up
                                          to date (rebuilds and refits count theirs too) */
+    uint64_t relayouts;               /* octree: refits that laid every object out anew */
+    uint64_t window_relayouts;        /* octree: refits that laid one of the root's subtrees
+                                         out anew, in place (spreading the relayouts) */
 } broadphase_stats;
 
 BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,
