@@ -15,6 +15,7 @@ enum {
     WINDOW_ROUND = 36,   /* steps in which each pair of windows is laid out once (window_turn) */
     WINDOW_TIGHTEN = 32, /* steps between two tightenings of a window's leaves, at least */
     LIGHT_ROUND = 16,    /* steps between two light relayouts (window_turn) */
+    WARM_SLOTS = 65536,  /* slots of the other buffer first touched a step (tree_slots_warm) */
 };
 
 /* ---- geometry -------------------------------------------------------------------------------- */
@@ -908,8 +909,7 @@ static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t
         uint32_t d = (uint32_t)t->moves_tmp[m];
         t->moves[t->arrive_first[d] + t->arrivals[d]++] = t->moves_tmp[m];
     }
-    tree_slots *sl = &t->slots;
-    tree_slots_ready(w, sl, 1 - sl->cur, sl->count);
+    tree_slots *sl = &t->slots; /* the other buffer is scratch here: not made ready */
     c.list = list;
     c.nodes = nodes;
     threads_for_chunks(w->workers, threads_chunk_count(nodes, NODE_SMALL_CHUNK), window_copy, &c);
@@ -1021,6 +1021,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     if (!refit_reserve(w, t, chunks)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     oc_ctx c = {w, t};
     t->escaped = t->urgent = false;
+    tree_slots_warm(w, &t->slots, 1 - t->slots.cur, WARM_SLOTS);
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     place_added(w, t);
     if (t->escaped) {

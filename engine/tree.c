@@ -48,6 +48,7 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
         }
         t->sid[b] = (uint32_t *)(f + stride * 6);
         t->filled[b] = false;
+        t->warm[b] = 0;
     }
     t->capacity = cap;
     return true;
@@ -75,10 +76,21 @@ static void fill_range(size_t begin, size_t end, int worker, void *p) {
 void tree_slots_ready(broadphase_world *w, tree_slots *t, int b, size_t written) {
     if (t->filled[b]) return;
     size_t stride = slot_stride(t->capacity);
+    if (written < t->warm[b]) written = t->warm[b];
     if (written > stride) written = stride;
     slots_fill f = {t, b, written};
     threads_for_ranges(w->workers, stride - written, SLOT_FILL_GRAIN, fill_range, &f);
     t->filled[b] = true;
+}
+
+void tree_slots_warm(broadphase_world *w, tree_slots *t, int b, size_t slots) {
+    if (t->filled[b]) return;
+    size_t stride = slot_stride(t->capacity), from = t->warm[b];
+    size_t to = stride - from > slots ? from + slots : stride;
+    slots_fill f = {t, b, from};
+    threads_for_ranges(w->workers, to - from, SLOT_FILL_GRAIN, fill_range, &f);
+    t->warm[b] = to;
+    t->filled[b] = to == stride;
 }
 
 /* With more than one worker, the last search left the slots' lines in other cores' caches, and
