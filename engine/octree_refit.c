@@ -123,6 +123,12 @@ static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const 
     }
 }
 
+/* Is the box inside node n's region (rounded inward: then the cell holds it)? */
+static inline bool in_hold(const oc_node *n, const float mn[3], const float mx[3]) {
+    return mn[0] >= n->hold_lo[0] && mn[1] >= n->hold_lo[1] && mn[2] >= n->hold_lo[2] &&
+           mx[0] <= n->hold_hi[0] && mx[1] <= n->hold_hi[1] && mx[2] <= n->hold_hi[2];
+}
+
 /* Reads every object's new bounds into its slot and decides the node it belongs in now. */
 static void refit_slots(size_t chunk, int worker, void *p) {
     (void)worker;
@@ -133,6 +139,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
+    uint32_t nodes = t->node_count;
     bool escaped = false, urgent = false;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
      * and streamed column by column. */
@@ -152,10 +159,19 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             uint32_t n = t->slot_node[s];
             const oc_node *node = &t->nodes[n];
             /* The common case: still inside its leaf's region, it stays. */
-            if (node->leaf && mn[0] >= node->hold_lo[0] && mn[1] >= node->hold_lo[1] &&
-                mn[2] >= node->hold_lo[2] && mx[0] <= node->hold_hi[0] &&
-                mx[1] <= node->hold_hi[1] && mx[2] <= node->hold_hi[2]) {
+            if (node->leaf && in_hold(node, mn, mx)) {
                 t->dest[s] = n;
+                continue;
+            }
+            /* A mover waiting in its node (see window_turn): the leaf the slot was bound for at
+             * the last step, while that leaf still holds it, without the grid arithmetic (a
+             * slot laid out since holds another object, but any live leaf that holds the box
+             * may have it). Its node's parent holding it too, it is not urgent. */
+            uint32_t was = t->dest[s];
+            if (was != n && was < nodes && t->nodes[was].leaf && !t->nodes[was].spare &&
+                in_hold(&t->nodes[was], mn, mx) && node->parent != NONE &&
+                in_hold(&t->nodes[node->parent], mn, mx)) {
+                movers++;
                 continue;
             }
             double umin[3], umax[3];

@@ -10,7 +10,7 @@ run() { # label binary args...
 }
 while read -r line; do
   [ -z "$line" ] && continue
-  for r in 1 2; do
+  for r in $(seq ${ROUNDS:-2}); do
     run base /tmp/run_base $line
     run new /tmp/run_new $line
   done
