@@ -14,7 +14,7 @@ enum {
     TIGHTEN_EVERY = 8,       /* relayouts for added objects alone that tighten: 1 in this many */
     WINDOW_ROUND = 36,   /* steps in which each pair of windows is laid out once (window_turn) */
     WINDOW_TIGHTEN = 32, /* steps between two tightenings of a window's leaves, at least */
-    LIGHT_ROUND = 16,    /* steps between two light relayouts (window_turn) */
+    LIGHT_ROUND = 8,     /* steps between two light relayouts (window_turn) */
     WARM_SLOTS = 65536,  /* slots of the other buffer first touched a step (tree_slots_warm) */
 };
 
