@@ -123,6 +123,12 @@ static uint32_t rehome(const octree *t, uint32_t n, const double umin[3], const 
     }
 }
 
+/* Slots [begin, end) of a chunk of the refit's passes over slots. */
+static inline void chunk_slots(const octree *t, size_t chunk, size_t *begin, size_t *end) {
+    *begin = chunk * t->refit_chunk;
+    *end = *begin + t->refit_chunk < t->slots.count ? *begin + t->refit_chunk : t->slots.count;
+}
+
 /* Is the box inside node n's region (rounded inward: then the cell holds it)? */
 static inline bool in_hold(const oc_node *n, const float mn[3], const float mx[3]) {
     return mn[0] >= n->hold_lo[0] && mn[1] >= n->hold_lo[1] && mn[2] >= n->hold_lo[2] &&
@@ -136,8 +142,8 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     const broadphase_world *w = c->w;
     octree *t = c->t;
     int b = t->slots.cur;
-    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
-    if (end > t->slots.count) end = t->slots.count;
+    size_t begin, end;
+    chunk_slots(t, chunk, &begin, &end);
     size_t movers = 0;
     uint32_t nodes = t->node_count;
     bool escaped = false, urgent = false;
@@ -296,8 +302,8 @@ static void tighten(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
-    if (end > t->slots.count) end = t->slots.count;
+    size_t begin, end;
+    chunk_slots(t, chunk, &begin, &end);
     t->chunk_count[chunk] += tighten_range(t, begin, end, NONE, NONE);
 }
 
@@ -309,8 +315,8 @@ static void collect_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
-    if (end > t->slots.count) end = t->slots.count;
+    size_t begin, end;
+    chunk_slots(t, chunk, &begin, &end);
     if (begin >= end) return;
     uint32_t nodes = (uint32_t)t->node_count;
     uint64_t *out = t->moves_tmp + t->chunk_count[chunk];
@@ -333,8 +339,8 @@ static void count_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
-    if (end > t->slots.count) end = t->slots.count;
+    size_t begin, end;
+    chunk_slots(t, chunk, &begin, &end);
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s];
@@ -950,8 +956,8 @@ static void light_movers(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
     octree *t = c->t;
-    size_t begin = chunk * t->refit_chunk, end = begin + t->refit_chunk;
-    if (end > t->slots.count) end = t->slots.count;
+    size_t begin, end;
+    chunk_slots(t, chunk, &begin, &end);
     size_t movers = 0;
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s], n = t->slot_node[s];

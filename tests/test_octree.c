@@ -1380,7 +1380,7 @@ static void windows_spread(int dims) {
     REQUIRE(scene_blank(&s, dims, src.count));
     bench b;
     REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
-    enum { FRAMES = 150 };
+    enum { FRAMES = 120 };
     for (int f = 0; f < FRAMES; f++) {
         TEST_CONTEXT("%dD windows, frame %d", dims, f);
         moving_frame(&b, &s, &src, f, 50, "windows");
