@@ -1,7 +1,8 @@
 /* The octree method, a quadtree in 2D: the same code with 2^dims children per node. This file
  * holds the method's glue (the update and its policy, the search's plan, statistics, levels,
  * validation, the queries' view, the method table); the phases are octree_build.c,
- * octree_refit.c, octree_search.c and octree_flat.c, around octree_internal.h.
+ * octree_refit.c (with octree_windows.c), octree_search.c and octree_flat.c, around
+ * octree_internal.h.
  *
  * Geometry. The root is a cube (a square) whose side is a power of two, covering every object;
  * positions are measured in grid units, u = (x - origin) * scale, so that the root spans

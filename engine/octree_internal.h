@@ -191,6 +191,13 @@ static inline void to_grid(const octree *t, const float mn[3], const float mx[3]
     }
 }
 
+/* Is node d in the subtree of node top? */
+static inline bool oc_in_subtree(const octree *t, uint32_t d, uint32_t top) {
+    const oc_node *nodes = t->nodes;
+    while (nodes[d].level > nodes[top].level) d = nodes[d].parent;
+    return d == top;
+}
+
 /* Node n's cell enlarged by the looseness and `extra` of its side (octree_build.c). */
 void oc_cell_region(const octree *t, const oc_node *n, double extra, float lo[3], float hi[3]);
 
@@ -264,6 +271,12 @@ void oc_measure(octree *t, int workers, bool own);
 broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped);
 /* octree_refit.c: arrays indexed by node, for node_capacity nodes. */
 bool oc_by_node_reserve(broadphase_world *w, octree *t);
+/* octree_refit.c: tightens slots [begin, end) (see tighten there); with windows (not NONE),
+ * only into leaves of their subtrees. Returns the movers it made. */
+size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, uint32_t window2);
+/* octree_windows.c: a refit step whose movers may wait: every few steps lays the next pair of
+ * windows out anew in place. False when a light relayout is due instead (oc_refit runs it). */
+bool oc_window_turn(broadphase_world *w, octree *t);
 
 /* octree_search.c: the search's jobs (threads_job callbacks over an oc_search_ctx). */
 void oc_search_job(size_t job, int worker, void *p);

@@ -1364,7 +1364,7 @@ TEST(quadtree_slow_drift) {
     slow_drift(2);
 }
 
-/* The relayout spread over steps (octree_refit.c, "windows"): every object moving every frame,
+/* The relayout spread over steps (octree_windows.c): every object moving every frame,
  * the movers are laid out a pair of the root's subtrees at a time, with a light relayout every
  * few steps, and the tree keeps its leaves, so the flat list made after the first step is still
  * the one in use at the end. Every frame against the oracle, on 1 and 3 threads. (With the

@@ -1,0 +1,279 @@
+/* The octree's relayout spread over steps (see octree.c and octree_refit.c).
+ *
+ * A full relayout copies every slot, tightens every leaf and reshapes the tree, however few
+ * objects move, and the flat list is made again after it: at moving 1e5 that was 4-6 ms of a
+ * 7 ms frame once every 33 steps (perf/NOTES.md, rows 158 and 174). So while the movers may
+ * wait, the tree is laid out a part at a time, and no step does much more than another:
+ * - the windows are the root's subtrees (8 in 3D, 4 in 2D; 16 windows in 2D left the leaves
+ *   looser, NOTES row 176). Every few steps two windows whose cells share a face are laid out
+ *   anew, in place: their movers bound for a live leaf of either window go there (as many
+ *   across in each direction, the first in slot order, so that each window keeps its total and
+ *   no other slot moves), and one of the two, when due, has its leaves tightened into the two
+ *   windows' leaves. Each pair comes once every WINDOW_ROUND steps, axis by axis, so a window
+ *   comes back every few turns;
+ * - every LIGHT_ROUND steps, and at once when a leaf's bounds left its reach region, a light
+ *   relayout takes the movers no pair took (across unevenly, or between cells that share only
+ *   an edge): every slot copied, nothing tightened;
+ * - neither makes, splits, merges or spares a node, so the leaves, and the flat list, stay. A
+ *   full relayout still comes with added or removed objects, an object that must move, or
+ *   more waiting movers than oc_refit's pending_limit.
+ * The decisions depend on the step count and the objects only, never on the thread count. */
+#include "octree_internal.h"
+
+#include <string.h>
+
+enum {
+    WINDOW_ROUND = 36,   /* steps in which each pair of windows is laid out once (oc_window_turn) */
+    WINDOW_TIGHTEN = 32, /* steps between two tightenings of a window's leaves, at least */
+    LIGHT_ROUND = 8,     /* steps between two light relayouts (oc_window_turn) */
+    WINDOW_LEVEL = 1,    /* the windows are the subtrees at this level */
+    WINDOWS_MOST = 8,    /* windows at most (the cells of WINDOW_LEVEL) */
+    WINDOW_CHUNKS = 256  /* chunks of a pair of windows' slots, at most */
+};
+
+typedef struct window_ctx {
+    broadphase_world *w;
+    octree *t;
+    uint32_t top[2], begin[2], end[2]; /* the windows' top nodes and slots [begin, end) */
+    bool tighten[2];                   /* whether the window's leaves are tightened */
+    size_t chunk, chunks0;             /* slots per chunk; the first window's chunks */
+    uint32_t movers[WINDOW_CHUNKS];    /* by chunk: movers, then those that go */
+    uint32_t across[WINDOW_CHUNKS];    /* by chunk: movers bound for the other window */
+    uint32_t keep_from[WINDOW_CHUNKS]; /* by chunk: how many of its window's movers across
+                                          come before the chunk's */
+    uint32_t out[WINDOW_CHUNKS];       /* by chunk: where its movers go in moves_tmp */
+    size_t keep;                       /* movers across that go, in each direction */
+    const uint32_t *list;              /* the windows' nodes, for the copy */
+    size_t nodes;
+} window_ctx;
+
+static void window_chunk(const window_ctx *c, size_t chunk, int *side, size_t *begin, size_t *end) {
+    *side = chunk >= c->chunks0;
+    *begin = c->begin[*side] + (chunk - (*side ? c->chunks0 : 0)) * c->chunk;
+    *end = *begin + c->chunk < c->end[*side] ? *begin + c->chunk : c->end[*side];
+}
+
+/* A chunk of a window's slots: movers bound for neither window, or for a node that is not a
+ * live leaf, stay; the window's leaves are tightened into the two windows' leaves; the movers
+ * and those across are counted. */
+static void window_movers(size_t chunk, int worker, void *p) {
+    (void)worker;
+    window_ctx *c = p;
+    octree *t = c->t;
+    int side;
+    size_t begin, end;
+    window_chunk(c, chunk, &side, &begin, &end);
+    uint32_t own = c->top[side], other = c->top[1 - side];
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s], n = t->slot_node[s];
+        if (d == n) continue;
+        if (d == DEAD || t->nodes[d].spare || !t->nodes[d].leaf ||
+            !(oc_in_subtree(t, d, own) || oc_in_subtree(t, d, other)))
+            t->dest[s] = n;
+    }
+    if (c->tighten[side]) oc_tighten_range(t, begin, end, own, other);
+    uint32_t movers = 0, across = 0;
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s];
+        if (d == t->slot_node[s]) continue;
+        movers++;
+        across += !oc_in_subtree(t, d, own);
+    }
+    c->movers[chunk] = movers;
+    c->across[chunk] = across;
+}
+
+/* The chunk's movers that go into moves_tmp, in slot order (source << 32 | destination); those
+ * across past the first c->keep of their window stay. */
+static void window_collect(size_t chunk, int worker, void *p) {
+    (void)worker;
+    window_ctx *c = p;
+    octree *t = c->t;
+    int side;
+    size_t begin, end;
+    window_chunk(c, chunk, &side, &begin, &end);
+    uint32_t own = c->top[side], across = c->keep_from[chunk];
+    uint64_t *out = t->moves_tmp + c->out[chunk];
+    for (size_t s = begin; s < end; s++) {
+        uint32_t d = t->dest[s], n = t->slot_node[s];
+        if (d == n) continue;
+        if (!oc_in_subtree(t, d, own) && across++ >= c->keep) {
+            t->dest[s] = n;
+            continue;
+        }
+        *out++ = (uint64_t)s << 32 | d;
+    }
+}
+
+static void window_copy(size_t chunk, int worker, void *p) {
+    (void)worker;
+    window_ctx *c = p;
+    octree *t = c->t;
+    size_t end =
+        (chunk + 1) * NODE_SMALL_CHUNK < c->nodes ? (chunk + 1) * NODE_SMALL_CHUNK : c->nodes;
+    for (size_t i = chunk * NODE_SMALL_CHUNK; i < end; i++) {
+        uint32_t n = c->list[i];
+        const oc_node *node = &t->nodes[n];
+        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, 32, n,
+                       node->begin, node->end, t->new_begin[n], t->arrive_first[n],
+                       t->arrive_first[n] + t->arrivals[n]);
+    }
+}
+
+/* The live nodes of n's subtree into list[k...] in preorder, the order of the layout; returns
+ * the new end of the list. */
+static size_t window_nodes(octree *t, uint32_t n, uint32_t *list, size_t k) {
+    list[k++] = n;
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = t->nodes[n].child[j];
+        if (c != NONE && !t->nodes[c].spare) k = window_nodes(t, c, list, k);
+    }
+    return k;
+}
+
+/* The window of node n (at the windows' level): its cell's index. */
+static uint32_t window_index(const octree *t, const oc_node *n) {
+    uint32_t index = 0;
+    for (int k = t->dims - 1; k >= 0; k--) index = (index << n->level) | n->cell[k];
+    return index;
+}
+
+/* Lays the two windows under a and b out anew (see above): each node's objects in the other
+ * buffer, those that stay then its arrivals (as a full relayout copies them), and the windows'
+ * slots copied back. A window's leaves are tightened once every WINDOW_TIGHTEN steps or so. */
+static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
+    /* At most one window tightened a turn: the one tightened longer ago, if it is due. */
+    uint32_t *last[2] = {&t->window_tightened[window_index(t, &t->nodes[a])],
+                         &t->window_tightened[window_index(t, &t->nodes[b])]};
+    int older = t->window_steps - *last[1] > t->window_steps - *last[0];
+    bool tighten[2] = {false, false};
+    if (t->window_steps - *last[older] >= WINDOW_TIGHTEN) {
+        tighten[older] = true;
+        *last[older] = t->window_steps;
+    }
+    window_ctx c = {.w = w,
+                    .t = t,
+                    .tighten = {tighten[0], tighten[1]},
+                    .top = {a, b},
+                    .begin = {t->nodes[a].begin, t->nodes[b].begin},
+                    .end = {t->nodes[a].sub_end, t->nodes[b].sub_end}};
+    size_t size = (size_t)(c.end[0] - c.begin[0]) + (c.end[1] - c.begin[1]);
+    c.chunk = threads_chunk_size(size, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    size_t least = (size / (WINDOW_CHUNKS / 2) + 64) / 64 * 64; /* each window in 128 at most */
+    if (c.chunk < least) c.chunk = least;
+    c.chunks0 = threads_chunk_count(c.end[0] - c.begin[0], c.chunk);
+    size_t chunks = c.chunks0 + threads_chunk_count(c.end[1] - c.begin[1], c.chunk);
+    threads_for_chunks(w->workers, chunks, window_movers, &c);
+    t->window_layouts++;
+    /* As many movers go across each way: the first in slot order. */
+    size_t across[2] = {0, 0};
+    for (size_t i = 0; i < chunks; i++) {
+        int side = i >= c.chunks0;
+        c.keep_from[i] = (uint32_t)across[side];
+        across[side] += c.across[i];
+    }
+    c.keep = across[0] < across[1] ? across[0] : across[1];
+    size_t moved = 0;
+    for (size_t i = 0; i < chunks; i++) {
+        size_t from = c.keep_from[i], to = from + c.across[i];
+        size_t dropped = to <= c.keep ? 0 : to - (from > c.keep ? from : c.keep);
+        c.out[i] = (uint32_t)moved;
+        moved += c.movers[i] - dropped;
+    }
+    if (moved == 0) return;
+    threads_for_chunks(w->workers, chunks, window_collect, &c);
+    /* Every node's count and arrivals, the moves grouped by destination in the order of the
+     * list; each window's total is unchanged. */
+    uint32_t *list = t->splits; /* by node; no split is under way */
+    size_t split = window_nodes(t, a, list, 0);
+    size_t nodes = window_nodes(t, b, list, split);
+    for (size_t i = 0; i < nodes; i++) {
+        uint32_t n = list[i];
+        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
+        t->arrivals[n] = 0;
+    }
+    for (size_t m = 0; m < moved; m++) {
+        uint32_t s = (uint32_t)(t->moves_tmp[m] >> 32), d = (uint32_t)t->moves_tmp[m];
+        t->own_count[t->slot_node[s]]--;
+        t->own_count[d]++;
+        t->arrivals[d]++;
+    }
+    uint32_t at = c.begin[0], first = 0;
+    for (size_t i = 0; i < nodes; i++) {
+        uint32_t n = list[i];
+        if (i == split) at = c.begin[1];
+        t->new_begin[n] = at;
+        at += t->own_count[n];
+        t->arrive_first[n] = first;
+        first += t->arrivals[n];
+        t->arrivals[n] = 0;
+    }
+    for (size_t m = 0; m < moved; m++) {
+        uint32_t d = (uint32_t)t->moves_tmp[m];
+        t->moves[t->arrive_first[d] + t->arrivals[d]++] = t->moves_tmp[m];
+    }
+    tree_slots *sl = &t->slots; /* the other buffer is scratch here: not made ready */
+    c.list = list;
+    c.nodes = nodes;
+    threads_for_chunks(w->workers, threads_chunk_count(nodes, NODE_SMALL_CHUNK), window_copy, &c);
+    for (size_t i = 0; i < nodes; i++) {
+        oc_node *node = &t->nodes[list[i]];
+        node->begin = t->new_begin[list[i]];
+        node->end = node->begin + t->own_count[list[i]];
+    }
+    int from = sl->cur, to = 1 - sl->cur;
+    for (int side = 0; side < 2; side++) {
+        size_t begin = c.begin[side], count = c.end[side] - c.begin[side];
+        for (int k = 0; k < 3; k++) {
+            memcpy(sl->smin[from][k] + begin, sl->smin[to][k] + begin, count * sizeof(float));
+            memcpy(sl->smax[from][k] + begin, sl->smax[to][k] + begin, count * sizeof(float));
+        }
+        memcpy(sl->sid[from] + begin, sl->sid[to] + begin, count * sizeof(uint32_t));
+    }
+}
+
+/* The live nodes at the windows' level under n, into list (at most WINDOWS_MOST). */
+static size_t window_list(const octree *t, uint32_t n, int level, uint32_t *list, size_t k) {
+    const oc_node *node = &t->nodes[n];
+    if (node->level == level) {
+        list[k++] = n;
+        return k;
+    }
+    for (int j = 0; j < t->nchild; j++) {
+        uint32_t c = node->child[j];
+        if (c != NONE && !t->nodes[c].spare) k = window_list(t, c, level, list, k);
+    }
+    return k;
+}
+
+/* Do the cells of nodes a and b (at one level) share a face across axis `axis`? */
+static bool face_neighbours(const octree *t, const oc_node *a, const oc_node *b, int axis) {
+    for (int k = 0; k < t->dims; k++)
+        if (k == axis ? a->cell[k] + 1 != b->cell[k] : a->cell[k] != b->cell[k]) return false;
+    return true;
+}
+
+bool oc_window_turn(broadphase_world *w, octree *t) {
+    t->window_clock++;
+    if (++t->window_steps % LIGHT_ROUND == 0) return false;
+    uint32_t list[WINDOWS_MOST];
+    size_t windows = window_list(t, 0, WINDOW_LEVEL, list, 0);
+    uint32_t pairs = 0, pair_a[WINDOWS_MOST * 3], pair_b[WINDOWS_MOST * 3];
+    /* Axis by axis, so that each window comes back every few turns. */
+    for (int k = 0; k < t->dims; k++)
+        for (size_t i = 0; i < windows; i++)
+            for (size_t j = 0; j < windows; j++)
+                if (face_neighbours(t, &t->nodes[list[i]], &t->nodes[list[j]], k)) {
+                    pair_a[pairs] = list[i];
+                    pair_b[pairs++] = list[j];
+                }
+    t->window_pairs = pairs;
+    if (pairs == 0) return true;
+    /* Each pair once every WINDOW_ROUND steps, or every step. */
+    uint32_t stride = WINDOW_ROUND / pairs;
+    if (t->window_clock < (stride > 1 ? stride : 1)) return true;
+    t->window_clock = 0;
+    uint32_t p = t->window_next++ % pairs;
+    lay_out_windows(w, t, pair_a[p], pair_b[p]);
+    return true;
+}
