@@ -68,27 +68,6 @@ void oc_cell_region(const octree *t, const oc_node *n, double extra, float lo[3]
     }
 }
 
-/* The deepest level (up to max_level) whose centre cell holds the box; the box is in the root. */
-static int object_level(const octree *t, const double umin[3], const double umax[3]) {
-    double ext = 0.0;
-    for (int k = 0; k < t->dims; k++) ext = umax[k] - umin[k] > ext ? umax[k] - umin[k] : ext;
-    /* A cell enlarged to looseness * size cannot hold a box longer than that. */
-    int level = t->max_level;
-    if (ext > 0.0) {
-        int e;
-        double f = frexp(ext / (1.0 + 2.0 * t->margin), &e);
-        int need = f == 0.5 ? e - 1 : e; /* ceil(log2) */
-        if (t->depth - need < level) level = t->depth - need;
-    }
-    if (level < 0) level = 0;
-    for (; level > 0; level--) {
-        uint32_t cell[3];
-        centre_cell(t, level, umin, umax, cell);
-        if (holds(t, level, cell, umin, umax)) return level;
-    }
-    return 0;
-}
-
 /* The root for bounds [lo, hi]: centred on them, side the least power of two covering them and
  * at least min_side. */
 static void choose_root(octree *t, const float lo[3], const float hi[3], double min_side) {
@@ -132,25 +111,86 @@ static void count_live(size_t chunk, int worker, void *p) {
     }
 }
 
+/* ceil(log2(x)) for a finite x > 0, as frexp gives it, from the bits (no library call). */
+static inline int ceil_log2(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    int e = (int)(u >> 52 & 0x7ff);
+    if (e == 0) { /* subnormal */
+        double f = frexp(x, &e);
+        return f == 0.5 ? e - 1 : e;
+    }
+    return e - 1023 + ((u & UINT64_C(0xfffffffffffff)) != 0);
+}
+
+/* The keys of ids [begin, end) into keys[at...]: each object at the deepest level (up to
+ * max_level) whose cell holding the box's centre holds the box (centre_cell and holds), keyed
+ * as cell_key does, with the world's dimensions a constant and the geometry read once. A
+ * loose cell of side s holds no box longer than looseness * s, so the levels are tried from
+ * the deepest that could. */
+static inline __attribute__((always_inline)) size_t keys_range(const broadphase_world *w,
+                                                               const octree *t, size_t begin,
+                                                               size_t end, size_t at,
+                                                               const int dims) {
+    const double scale = t->scale, top = t->top, loose = 1.0 + 2.0 * t->margin;
+    const double origin[3] = {t->origin[0], t->origin[1], t->origin[2]};
+    const int depth = t->depth, max_level = t->max_level;
+    const double *cell_size = t->cell_size, *cell_margin = t->cell_margin;
+    uint64_t *keys = t->keys;
+    uint32_t *vals = t->vals;
+    const world_box *box = w->store.box;
+    for (size_t i = begin; i < end; i++) {
+        if (!world_tree_member(w, i)) continue;
+        double umin[3], umax[3], c[3], ext = 0.0;
+        for (int k = 0; k < dims; k++) {
+            umin[k] = ((double)box[i].lo[k] - origin[k]) * scale;
+            umax[k] = ((double)box[i].hi[k] - origin[k]) * scale;
+            ext = umax[k] - umin[k] > ext ? umax[k] - umin[k] : ext;
+            double m = umin[k] * 0.5 + umax[k] * 0.5;
+            c[k] = m < 0.0 ? 0.0 : m > top ? top : m;
+        }
+        int level = max_level;
+        if (ext > 0.0) {
+            int need = ceil_log2(ext / loose);
+            if (depth - need < level) level = depth - need;
+        }
+        if (level < 0) level = 0;
+        uint32_t cell[3] = {0, 0, 0};
+        for (;; level--) {
+            int shift = depth - level;
+            for (int k = 0; k < dims; k++) cell[k] = (uint32_t)c[k] >> shift;
+            if (level == 0) break;
+            double size = cell_size[level], m = cell_margin[level];
+            bool in = true;
+            for (int k = 0; k < dims; k++) {
+                double lo = (double)cell[k] * size;
+                in &= umin[k] >= lo - m && umax[k] <= lo + size + m;
+            }
+            if (in) break;
+        }
+        int shift = depth - level;
+        uint64_t code = dims == 3 ? bits_spread3((uint64_t)cell[0] << shift) |
+                                        bits_spread3((uint64_t)cell[1] << shift) << 1 |
+                                        bits_spread3((uint64_t)cell[2] << shift) << 2
+                                  : bits_spread2((uint64_t)cell[0] << shift) |
+                                        bits_spread2((uint64_t)cell[1] << shift) << 1;
+        keys[at] = code << LEVEL_BITS | (uint64_t)level;
+        vals[at] = (uint32_t)i;
+        at++;
+    }
+    return at;
+}
+
 static void write_keys(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
-    const broadphase_world *w = c->w;
     const octree *t = c->t;
     size_t begin = chunk * t->id_chunk, end = begin + t->id_chunk;
-    if (end > w->store.id_end) end = w->store.id_end;
-    size_t at = t->chunk_count[chunk];
-    for (size_t i = begin; i < end; i++) {
-        if (!world_tree_member(w, i)) continue;
-        double umin[3], umax[3];
-        to_grid(t, w->store.box[i].lo, w->store.box[i].hi, umin, umax);
-        int level = object_level(t, umin, umax);
-        uint32_t cell[3];
-        centre_cell(t, level, umin, umax, cell);
-        t->keys[at] = cell_key(t, level, cell);
-        t->vals[at] = (uint32_t)i;
-        at++;
-    }
+    if (end > c->w->store.id_end) end = c->w->store.id_end;
+    if (t->dims == 3)
+        keys_range(c->w, t, begin, end, t->chunk_count[chunk], 3);
+    else
+        keys_range(c->w, t, begin, end, t->chunk_count[chunk], 2);
 }
 
 typedef struct build_task {
