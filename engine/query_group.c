@@ -168,8 +168,11 @@ static size_t nearest_first(const query *q, const query_out *o, const simd_boxes
 enum { NEAR_FAST_MAX = 64 };
 static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, const query_group *g,
                          size_t h) {
-    /* below 2^63 (a float of sign 0 on top): signed, so that the ranks' comparisons vectorise */
-    int64_t key[NEAR_FAST_MAX], best[SORTED_K_MAX + 1];
+    /* The float distances' bits (below 2^31: signed comparisons order them) and the ids with
+     * the top bit flipped (so that signed comparisons order them as unsigned): 32-bit lanes,
+     * which the ranks' comparisons vectorise over. */
+    int32_t dk[NEAR_FAST_MAX], ik[NEAR_FAST_MAX];
+    size_t pos[NEAR_FAST_MAX];
     const uint32_t *ids = g->ids.data;
     size_t n = 0;
     for (size_t j = 0; j < h; j++) {
@@ -182,25 +185,22 @@ static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, c
         }
         double d2 = qm_box_dist2(q->p, lo, hi, q->dims);
         float d = (float)d2;
-        uint32_t bits;
-        memcpy(&bits, &d, sizeof bits);
-        key[n] = (int64_t)((uint64_t)bits << 32 | ids[at]);
+        memcpy(&dk[n], &d, sizeof d);
+        ik[n] = (int32_t)(ids[at] ^ UINT32_C(0x80000000));
         n += d2 <= q->max_d2;
     }
-    /* Each key's rank, counted against all the others (no branch to mispredict: the keys come
-     * in the tree's order, not by distance); the keys are distinct, the ids being so. Past the
-     * k-th, into a spare slot. */
+    /* Each one's rank by (distance, id), counted against all the others: no branch to
+     * mispredict (they come in the tree's order, not by distance), and no two share a rank
+     * (the ids differ). Past the k-th, into a spare slot. */
     size_t k = q->k, m = n < k ? n : k;
     for (size_t j = 0; j < n; j++) {
-        int64_t x = key[j];
-        int64_t r = 0;
-        for (size_t i = 0; i < n; i++) r += key[i] < x;
-        best[(size_t)r < k ? (size_t)r : k] = x;
+        int32_t x = dk[j], y = ik[j], r = 0;
+        for (size_t i = 0; i < n; i++) r += (dk[i] < x) | ((dk[i] == x) & (ik[i] < y));
+        pos[(size_t)r < k ? (size_t)r : k] = j;
     }
     for (size_t i = 0; i < m; i++) {
-        uint32_t bits = (uint32_t)((uint64_t)best[i] >> 32);
-        memcpy(&o->heap_d2[i], &bits, sizeof bits);
-        o->heap_id[i] = (uint32_t)best[i];
+        memcpy(&o->heap_d2[i], &dk[pos[i]], sizeof(float));
+        o->heap_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
     }
     o->heap_n = m;
     if (m == k) o->bound = o->heap_d2[k - 1];

@@ -333,6 +333,71 @@ TEST(nearest_within_by_hand) {
     }
 }
 
+/* Ties: points on a lattice (each twice, so that some distances tie at 0 too) and a batch of
+ * searches at the lattice points and between them, large enough to run in groups (query_group.c
+ * ranks a group's distances its own way): every search's k nearest within the distance equal a
+ * single search's, in ascending (distance, id) order. */
+TEST(batched_nearest_within_ties_equal_single_searches) {
+    for (int dims = 2; dims <= 3; dims++) {
+        for (size_t mi = 0; mi < 3; mi++) {
+            TEST_CONTEXT("dims %d method %zu", dims, mi);
+            broadphase_world *w = make_world(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, 2);
+            REQUIRE(w);
+            int side = dims == 2 ? 24 : 8;
+            size_t cells = (size_t)side * (size_t)side * (dims == 3 ? (size_t)side : 1);
+            size_t n = 2 * cells;
+            float *c[6];
+            for (int j = 0; j < 6; j++) c[j] = calloc(n, sizeof(float));
+            REQUIRE(c[0] && c[1] && c[2] && c[3] && c[4] && c[5]);
+            for (size_t i = 0; i < n; i++) {
+                size_t cell = i % cells;
+                c[0][i] = (float)(cell % (size_t)side);
+                c[1][i] = (float)(cell / (size_t)side % (size_t)side);
+                c[2][i] = dims == 3 ? (float)(cell / (size_t)side / (size_t)side) : 0.0f;
+                /* the queries: lattice points, then points half a step off on x */
+                c[3][i] = c[0][i] + (i < cells ? 0.0f : 0.5f);
+                c[4][i] = c[1][i];
+                c[5][i] = c[2][i];
+            }
+            broadphase_boxes b = {c[0], c[1], c[2], c[0], c[1], c[2]};
+            uint32_t *ids = malloc(n * sizeof *ids);
+            REQUIRE(ids);
+            CHECK_EQ_INT(broadphase_add_boxes(w, n, &b, ids), BROADPHASE_OK);
+            step_ok(w);
+            enum { K = 7 };
+            uint32_t *got = malloc(n * K * sizeof *got), one[K];
+            float *d2 = malloc(n * K * sizeof *d2), one_d2[K];
+            size_t *counts = malloc(n * sizeof *counts), bad = 0, m = 0;
+            REQUIRE(got && d2 && counts);
+            broadphase_points pts = {c[3], c[4], c[5]};
+            CHECK_EQ_INT(broadphase_nearest_many_within(w, n, &pts, K, 1.5f, got, d2, counts, &bad),
+                         BROADPHASE_OK);
+            size_t differ = 0, misordered = 0;
+            for (size_t i = 0; i < n; i++) {
+                float at[3] = {c[3][i], c[4][i], c[5][i]};
+                CHECK_EQ_INT(broadphase_nearest_within(w, at, K, 1.5f, one, one_d2, &m),
+                             BROADPHASE_OK);
+                differ += m != counts[i];
+                for (size_t j = 0; j < m && j < counts[i]; j++) {
+                    differ += one[j] != got[i * K + j] || one_d2[j] != d2[i * K + j];
+                    if (j > 0)
+                        misordered += d2[i * K + j - 1] > d2[i * K + j] ||
+                                      (d2[i * K + j - 1] == d2[i * K + j] &&
+                                       got[i * K + j - 1] > got[i * K + j]);
+                }
+            }
+            CHECK_EQ_INT(differ, 0);
+            CHECK_EQ_INT(misordered, 0);
+            for (int j = 0; j < 6; j++) free(c[j]);
+            free(ids);
+            free(got);
+            free(d2);
+            free(counts);
+            broadphase_destroy(w);
+        }
+    }
+}
+
 /* A crowd's neighbourhoods, every route against the brute-force reference: 2D and 3D, sparse to
  * dense, 1 and 3 threads, over a few frames of walking. */
 TEST(crowd_routes_equal_brute_force) {
