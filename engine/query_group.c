@@ -207,6 +207,43 @@ static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, c
     return true;
 }
 
+/* A box's or a ball's hits when the filter kept no sphere: a box's filter was its exact test;
+ * a ball's exact test (simd_pair_box_sphere's numbers: the gaps in double, summed in axis
+ * order) is made here, inline and without a branch, and the kept ids are added at once. The
+ * call and the branch per hit took 17% of a crowd's batch of balls. False, with nothing
+ * written, when a sphere is among them. */
+static bool rows_fast(const query *q, query_out *o, const simd_boxes *cols, const query_group *g,
+                      size_t h) {
+    const uint32_t *ids = g->ids.data;
+    uint32_t *hits = g->hits;
+    for (size_t j = 0; j < h; j++)
+        if (g->spheres[hits[j]]) return false;
+    if (!query_buf_room(o->buf, o->base + o->count + h)) {
+        o->failed = true;
+        return true;
+    }
+    uint32_t *out = (uint32_t *)o->buf->data + o->base + o->count;
+    size_t n = 0;
+    if (q->kind == QUERY_BOX) {
+        for (size_t j = 0; j < h; j++) out[j] = ids[hits[j]];
+        n = h;
+    } else {
+        double r2 = (double)q->r * (double)q->r;
+        for (size_t j = 0; j < h; j++) {
+            uint32_t at = hits[j];
+            float lo[3], hi[3];
+            for (int k = 0; k < 3; k++) {
+                lo[k] = cols->min[k][at];
+                hi[k] = cols->max[k][at];
+            }
+            out[n] = ids[at];
+            n += qm_box_dist2(q->c, lo, hi, q->dims) <= r2;
+        }
+    }
+    o->count += n;
+    return true;
+}
+
 void query_group_one(const broadphase_world *w, const query_group *g, const query *q,
                      query_out *o) {
     size_t stride = g->cap + SIMD_PAD;
@@ -228,6 +265,7 @@ void query_group_one(const broadphase_world *w, const query_group *g, const quer
     if (q->kind == QUERY_NEAREST && q->k > 0 && q->k <= SORTED_K_MAX && o->heap_n == 0 &&
         h <= NEAR_FAST_MAX && nearest_fast(q, o, &cols, g, h))
         return;
+    if (q->kind != QUERY_NEAREST && rows_fast(q, o, &cols, g, h)) return;
     if (q->kind == QUERY_NEAREST && h > q->k)
         h = nearest_first(q, o, &cols, g->spheres, g->hits, h);
     /* A box's exact test reads the bounds in the columns (the same numbers as the store's);

@@ -151,13 +151,21 @@ void query_sort_hits(broadphase_ray_hit *hits, size_t n) {
     qsort(hits, n, sizeof *hits, compare_hits);
 }
 
+/* Up to RANK_SORT_MAX ids: each one's rank counted against all the others, in 32-bit lanes the
+ * compiler vectorises (the ids with the top bit flipped, so that signed comparisons order them
+ * as unsigned), then each put in its place; the ids are distinct (a query finds each object
+ * once). No branch to mispredict: a ball's ids come in the tree's order, and the insertion sort
+ * this replaced took 12% of a crowd's batch of balls. */
+enum { RANK_SORT_MAX = 64 };
 void query_sort_ids(uint32_t *ids, size_t n) {
-    if (n < 32) { /* insertion sort: most queries find a handful */
-        for (size_t i = 1; i < n; i++) {
-            uint32_t v = ids[i];
-            size_t j = i;
-            for (; j > 0 && ids[j - 1] > v; j--) ids[j] = ids[j - 1];
-            ids[j] = v;
+    if (n < 2) return;
+    if (n <= RANK_SORT_MAX) {
+        int32_t key[RANK_SORT_MAX];
+        for (size_t i = 0; i < n; i++) key[i] = (int32_t)(ids[i] ^ UINT32_C(0x80000000));
+        for (size_t j = 0; j < n; j++) {
+            int32_t x = key[j], r = 0;
+            for (size_t i = 0; i < n; i++) r += key[i] < x;
+            ids[r] = (uint32_t)x ^ UINT32_C(0x80000000);
         }
         return;
     }

@@ -336,7 +336,8 @@ TEST(nearest_within_by_hand) {
 /* Ties: points on a lattice (each twice, so that some distances tie at 0 too) and a batch of
  * searches at the lattice points and between them, large enough to run in groups (query_group.c
  * ranks a group's distances its own way): every search's k nearest within the distance equal a
- * single search's, in ascending (distance, id) order. */
+ * single search's, in ascending (distance, id) order; and balls of radius 1 there, whose
+ * lattice neighbours lie on the boundary, find what single balls find. */
 TEST(batched_nearest_within_ties_equal_single_searches) {
     for (int dims = 2; dims <= 3; dims++) {
         for (size_t mi = 0; mi < 3; mi++) {
@@ -388,6 +389,34 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
             }
             CHECK_EQ_INT(differ, 0);
             CHECK_EQ_INT(misordered, 0);
+            /* balls of radius 1 at the same points: the lattice neighbours lie on the boundary,
+             * which the closed test takes */
+            float *radius = malloc(n * sizeof *radius);
+            size_t *off = malloc((n + 1) * sizeof *off), ns = 0, boundary = 0;
+            REQUIRE(radius && off);
+            for (size_t i = 0; i < n; i++) radius[i] = 1.0f;
+            broadphase_spheres balls = {c[3], c[4], c[5], radius};
+            broadphase_id_rows rows = {off, NULL, 0, 0, 0};
+            broadphase_query_spheres(w, n, &balls, &rows);
+            rows.ids = malloc((rows.total + 1) * sizeof(uint32_t));
+            rows.capacity = rows.total;
+            REQUIRE(rows.ids);
+            CHECK_EQ_INT(broadphase_query_spheres(w, n, &balls, &rows), BROADPHASE_OK);
+            differ = 0;
+            for (size_t i = 0; i < n; i++) {
+                float at[3] = {c[3][i], c[4][i], c[5][i]};
+                uint32_t one_ids[64];
+                CHECK_EQ_INT(broadphase_query_sphere(w, at, 1.0f, one_ids, 64, &ns), BROADPHASE_OK);
+                differ += ns != off[i + 1] - off[i];
+                for (size_t j = 0; j < ns && j < off[i + 1] - off[i]; j++)
+                    differ += one_ids[j] != rows.ids[off[i] + j];
+                boundary += ns > 2; /* more than the point itself, twice */
+            }
+            CHECK_EQ_INT(differ, 0);
+            CHECK(boundary > 0);
+            free(rows.ids);
+            free(off);
+            free(radius);
             for (int j = 0; j < 6; j++) free(c[j]);
             free(ids);
             free(got);
