@@ -166,6 +166,21 @@ static size_t nearest_first(const query *q, const query_out *o, const simd_boxes
  * nearest_first and put_near's two-part comparisons, which took 36% of a crowd's batch. False,
  * with nothing written, when a sphere is among them (its distance is the store's to read). */
 enum { NEAR_FAST_MAX = 64 };
+/* qm_box_dist2's number, op for op (the gaps in double, summed in axis order), with the gap's
+ * clamp at 0 written as (g + |g|) / 2, exact for every gap of float coordinates, which compiles
+ * without the branch the compiler gave qm_gap here (half of a crowd's gaps are 0: a
+ * mispredicted branch each). */
+static inline double box_dist2(const float p[3], const float lo[3], const float hi[3], int dims) {
+    double s = 0.0;
+    for (int k = 0; k < dims; k++) {
+        double a = (double)lo[k] - (double)p[k], b = (double)p[k] - (double)hi[k];
+        double g = a > b ? a : b;
+        g = (g + fabs(g)) * 0.5;
+        s = s + g * g;
+    }
+    return s;
+}
+
 static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, const query_group *g,
                          size_t h) {
     /* The float distances' bits (below 2^31: signed comparisons order them) and the ids with
@@ -183,7 +198,7 @@ static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, c
             lo[k] = cols->min[k][at];
             hi[k] = cols->max[k][at];
         }
-        double d2 = qm_box_dist2(q->p, lo, hi, q->dims);
+        double d2 = box_dist2(q->p, lo, hi, q->dims);
         float d = (float)d2;
         memcpy(&dk[n], &d, sizeof d);
         ik[n] = (int32_t)(ids[at] ^ UINT32_C(0x80000000));
@@ -203,7 +218,11 @@ static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, c
         o->heap_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
     }
     o->heap_n = m;
-    if (m == k) o->bound = o->heap_d2[k - 1];
+    if (m == k) {
+        float bound;
+        memcpy(&bound, &dk[pos[k - 1]], sizeof bound);
+        o->bound = bound;
+    }
     return true;
 }
 
@@ -237,7 +256,7 @@ static bool rows_fast(const query *q, query_out *o, const simd_boxes *cols, cons
                 hi[k] = cols->max[k][at];
             }
             out[n] = ids[at];
-            n += qm_box_dist2(q->c, lo, hi, q->dims) <= r2;
+            n += box_dist2(q->c, lo, hi, q->dims) <= r2;
         }
     }
     o->count += n;
