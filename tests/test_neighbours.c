@@ -333,7 +333,8 @@ TEST(nearest_within_by_hand) {
     }
 }
 
-/* Ties: points on a lattice (each twice, so that some distances tie at 0 too) and a batch of
+/* Ties: points on a lattice (each twice, once as a point and once as a box that holds it,
+ * flat on x; so that many distances tie, some at 0) and a batch of
  * searches at the lattice points and between them, large enough to run in groups (query_group.c
  * ranks a group's distances its own way): every search's k nearest within the distance equal a
  * single search's, in ascending (distance, id) order; and balls of radius 1 there, whose
@@ -360,7 +361,20 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
                 c[4][i] = c[1][i];
                 c[5][i] = c[2][i];
             }
-            broadphase_boxes b = {c[0], c[1], c[2], c[0], c[1], c[2]};
+            /* the second copy of each point a box reaching 0.25 either way off the x axis: a
+             * search there is inside it on those axes and at a whole distance on x */
+            float *blo[3], *bhi[3];
+            for (int k = 0; k < 3; k++) {
+                blo[k] = malloc(n * sizeof(float));
+                bhi[k] = malloc(n * sizeof(float));
+                REQUIRE(blo[k] && bhi[k]);
+                for (size_t i = 0; i < n; i++) {
+                    float e = i >= cells && k > 0 && k < dims ? 0.25f : 0.0f;
+                    blo[k][i] = c[k][i] - e;
+                    bhi[k][i] = c[k][i] + e;
+                }
+            }
+            broadphase_boxes b = {blo[0], blo[1], blo[2], bhi[0], bhi[1], bhi[2]};
             uint32_t *ids = malloc(n * sizeof *ids);
             REQUIRE(ids);
             CHECK_EQ_INT(broadphase_add_boxes(w, n, &b, ids), BROADPHASE_OK);
@@ -418,6 +432,10 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
             free(off);
             free(radius);
             for (int j = 0; j < 6; j++) free(c[j]);
+            for (int k = 0; k < 3; k++) {
+                free(blo[k]);
+                free(bhi[k]);
+            }
             free(ids);
             free(got);
             free(d2);
