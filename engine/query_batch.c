@@ -16,6 +16,8 @@
 
 /* ---- batches ----------------------------------------------------------------------------- */
 
+enum { CHECK_CHUNK = 4096 }; /* queries per chunk of the check and of the Morton keys */
+
 typedef enum batch_kind {
     BATCH_BOXES,
     BATCH_SPHERES,
@@ -108,53 +110,97 @@ static void batch_anchor(const batch *b, size_t i, float p[3]) {
 /* Queries near each other in space read the same nodes and objects: a batch runs them in Morton
  * order of their anchors over the anchors' bounding box, so that one query finds in cache what
  * the one before it loaded. Results go to each query's own place, so the order changes nothing
- * but speed. False on out of memory. */
+ * but speed. The bounds and the keys are made in chunks over the workers. False on out of
+ * memory. */
+typedef struct batch_keys {
+    const batch *b;
+    uint64_t *keys;
+    float *bounds; /* per chunk: lo[3], hi[3] */
+    float lo[3];
+    double scale[3], cells;
+    int bits;
+} batch_keys;
+
+static void anchor_bounds(size_t c, int worker, void *p) {
+    (void)worker;
+    batch_keys *x = p;
+    const batch *b = x->b;
+    int dims = b->w->config.dimensions;
+    size_t end = (c + 1) * CHECK_CHUNK < b->count ? (c + 1) * CHECK_CHUNK : b->count;
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = c * CHECK_CHUNK; i < end; i++) {
+        float q[3];
+        batch_anchor(b, i, q);
+        for (int k = 0; k < dims; k++) {
+            lo[k] = fminf(lo[k], q[k]);
+            hi[k] = fmaxf(hi[k], q[k]);
+        }
+    }
+    memcpy(x->bounds + 6 * c, lo, sizeof lo);
+    memcpy(x->bounds + 6 * c + 3, hi, sizeof hi);
+}
+
+static void anchor_keys(size_t c, int worker, void *p) {
+    (void)worker;
+    batch_keys *x = p;
+    const batch *b = x->b;
+    int dims = b->w->config.dimensions;
+    size_t end = (c + 1) * CHECK_CHUNK < b->count ? (c + 1) * CHECK_CHUNK : b->count;
+    for (size_t i = c * CHECK_CHUNK; i < end; i++) {
+        float q[3];
+        batch_anchor(b, i, q);
+        uint64_t cell[3] = {0, 0, 0};
+        for (int k = 0; k < dims; k++) {
+            double u = ((double)q[k] - (double)x->lo[k]) * x->scale[k];
+            cell[k] = u < x->cells ? (uint64_t)u : (uint64_t)x->cells;
+        }
+        x->keys[i] = dims == 3 ? bits_spread3(cell[0]) | bits_spread3(cell[1]) << 1 |
+                                     bits_spread3(cell[2]) << 2
+                               : bits_spread2(cell[0]) | bits_spread2(cell[1]) << 1;
+        b->order[i] = (uint32_t)i;
+    }
+}
+
 static bool batch_order(batch *b, int workers) {
     if (b->count < ORDER_MIN || b->count > UINT32_MAX) return true;
     int dims = b->w->config.dimensions;
     heap *h = world_heap(b->w);
     size_t n = b->count, hist_bytes = threads_radix_scratch_size(workers);
+    size_t chunks = (n + CHECK_CHUNK - 1) / CHECK_CHUNK;
     uint64_t *keys = heap_alloc(h, n * sizeof *keys), *tmp = heap_alloc(h, n * sizeof *tmp);
     uint32_t *tmp_order = heap_alloc(h, n * sizeof *tmp_order);
     void *hist = heap_alloc(h, hist_bytes);
+    float *bounds = heap_alloc(h, 6 * chunks * sizeof *bounds);
     b->order = heap_alloc(h, n * sizeof *b->order);
-    bool ok = keys && tmp && tmp_order && hist && b->order;
+    bool ok = keys && tmp && tmp_order && hist && bounds && b->order;
     if (ok) {
+        batch_keys x = {.b = b, .keys = keys, .bounds = bounds};
+        threads_for_chunks(workers, chunks, anchor_bounds, &x);
         float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-        for (size_t i = 0; i < b->count; i++) {
-            float p[3];
-            batch_anchor(b, i, p);
+        for (size_t c = 0; c < chunks; c++)
             for (int k = 0; k < dims; k++) {
-                lo[k] = fminf(lo[k], p[k]);
-                hi[k] = fmaxf(hi[k], p[k]);
+                lo[k] = fminf(lo[k], bounds[6 * c + (size_t)k]);
+                hi[k] = fmaxf(hi[k], bounds[6 * c + 3 + (size_t)k]);
             }
+        x.bits = dims == 3 ? 10 : 15;
+        x.cells = (double)((1u << x.bits) - 1);
+        for (int k = 0; k < 3; k++) {
+            x.lo[k] = lo[k];
+            x.scale[k] = 0.0;
         }
-        int bits = dims == 3 ? 10 : 15;
-        double scale[3] = {0, 0, 0}, cells = (double)((1u << bits) - 1);
         for (int k = 0; k < dims; k++) {
             double span = (double)hi[k] - (double)lo[k]; /* finite: the input was checked */
-            scale[k] = span > 0.0 ? cells / span : 0.0;
+            x.scale[k] = span > 0.0 ? x.cells / span : 0.0;
         }
-        for (size_t i = 0; i < b->count; i++) {
-            float p[3];
-            batch_anchor(b, i, p);
-            uint64_t c[3] = {0, 0, 0};
-            for (int k = 0; k < dims; k++) {
-                double u = ((double)p[k] - (double)lo[k]) * scale[k];
-                c[k] = u < cells ? (uint64_t)u : (uint64_t)cells;
-            }
-            keys[i] = dims == 3
-                          ? bits_spread3(c[0]) | bits_spread3(c[1]) << 1 | bits_spread3(c[2]) << 2
-                          : bits_spread2(c[0]) | bits_spread2(c[1]) << 1;
-            b->order[i] = (uint32_t)i;
-        }
+        threads_for_chunks(workers, chunks, anchor_keys, &x);
         threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,
-                                 3 * bits - (dims == 2 ? bits : 0), hist);
+                                 3 * x.bits - (dims == 2 ? x.bits : 0), hist);
     }
     heap_free(h, keys, n * sizeof *keys);
     heap_free(h, tmp, n * sizeof *tmp);
     heap_free(h, tmp_order, n * sizeof *tmp_order);
     heap_free(h, hist, hist_bytes);
+    heap_free(h, bounds, 6 * chunks * sizeof *bounds);
     return ok;
 }
 
@@ -181,18 +227,60 @@ static bool batch_input_ok(const broadphase_world *w, batch_kind kind, const voi
     }
 }
 
-/* Every query of the batch is checked before any runs: the first bad one is named. */
-static broadphase_status batch_check(const batch *b, size_t *bad) {
-    *bad = SIZE_MAX;
-    for (size_t i = 0; i < b->count; i++) {
+/* Every query of the batch is checked before any runs: the first bad one is named. In chunks
+ * over the workers, each chunk's first bad query noted, then the first of those (a serial
+ * check of 1e5 queries held the second worker idle for a tenth of a crowd's batch). */
+typedef struct batch_checking {
+    const batch *b;
+    size_t *first;             /* per chunk: its first bad query, or SIZE_MAX */
+    broadphase_status *status; /* and why */
+} batch_checking;
+
+static void check_chunk(size_t c, int worker, void *p) {
+    (void)worker;
+    batch_checking *x = p;
+    size_t end = (c + 1) * CHECK_CHUNK < x->b->count ? (c + 1) * CHECK_CHUNK : x->b->count;
+    x->first[c] = SIZE_MAX;
+    for (size_t i = c * CHECK_CHUNK; i < end; i++) {
         query q;
-        broadphase_status s = batch_query(b, i, &q);
+        broadphase_status s = batch_query(x->b, i, &q);
         if (s != BROADPHASE_OK) {
-            *bad = i;
-            return s;
+            x->first[c] = i;
+            x->status[c] = s;
+            return;
         }
     }
-    return BROADPHASE_OK;
+}
+
+static broadphase_status batch_check(const batch *b, size_t *bad) {
+    *bad = SIZE_MAX;
+    heap *h = world_heap(b->w);
+    size_t chunks = (b->count + CHECK_CHUNK - 1) / CHECK_CHUNK;
+    batch_checking x = {b, NULL, NULL};
+    if (chunks > 1) {
+        x.first = heap_alloc(h, chunks * sizeof *x.first);
+        x.status = heap_alloc(h, chunks * sizeof *x.status);
+    }
+    broadphase_status s = BROADPHASE_OK;
+    if (x.first && x.status) {
+        team_apply(&b->w->team);
+        threads_for_chunks(b->w->workers, chunks, check_chunk, &x);
+        team_release();
+        for (size_t c = 0; c < chunks && s == BROADPHASE_OK; c++)
+            if (x.first[c] != SIZE_MAX) {
+                *bad = x.first[c];
+                s = x.status[c];
+            }
+    } else { /* one chunk, or no room for the chunks' notes: in order, here */
+        for (size_t i = 0; i < b->count && s == BROADPHASE_OK; i++) {
+            query q;
+            s = batch_query(b, i, &q);
+            if (s != BROADPHASE_OK) *bad = i;
+        }
+    }
+    heap_free(h, x.first, chunks * sizeof *x.first);
+    heap_free(h, x.status, chunks * sizeof *x.status);
+    return s;
 }
 
 /* The query at ordered position j of [.., end), made: from its group when the batch groups (the
