@@ -464,6 +464,53 @@ TEST(bad_input_gets_its_status) {
     CHECK_EQ_INT(broadphase_nearest_many(w, 4, &pts, 2, out, NULL, counts, &bad),
                  BROADPHASE_ERROR_NONFINITE);
     CHECK_EQ_INT(bad, 2);
+    /* a batch long enough to be checked in chunks over the workers: the first bad query is
+     * named (a later chunk's, and one further on in the same chunk, are bad too), whatever the
+     * thread count; a chunk's first and last */
+    enum { LONG = 20000 };
+    float *px = calloc(LONG, sizeof(float)), *py = calloc(LONG, sizeof(float));
+    float *pr = malloc(LONG * sizeof(float));
+    size_t *loff = malloc((LONG + 1) * sizeof(size_t));
+    REQUIRE(px && py && pr && loff);
+    for (size_t i = 0; i < LONG; i++) pr[i] = 1.0f;
+    size_t firsts[] = {17000, 4096, 4095, 12287, 0};
+    for (int t = 1; t <= 4; t++) {
+        broadphase_world *v = make_world(3, method_at((size_t)t % 3), BROADPHASE_UPDATE_AUTO, t);
+        REQUIRE(v);
+        for (size_t f = 0; f < sizeof firsts / sizeof firsts[0]; f++) {
+            TEST_CONTEXT("threads %d first bad %zu", t, firsts[f]);
+            size_t first = firsts[f];
+            px[first] = NAN;
+            py[first + 1000 < LONG ? first + 1000 : LONG - 1] = INFINITY;
+            pr[19999] = -1.0f;
+            broadphase_points lp = {px, py, px};
+            size_t *lcounts = malloc(LONG * sizeof(size_t));
+            uint32_t *lids = malloc(LONG * 2 * sizeof(uint32_t));
+            REQUIRE(lcounts && lids);
+            CHECK_EQ_INT(
+                broadphase_nearest_many_within(v, LONG, &lp, 2, 1.0f, lids, NULL, lcounts, &bad),
+                BROADPHASE_ERROR_NONFINITE);
+            CHECK_EQ_INT(bad, first);
+            broadphase_spheres ls = {py, px, py, pr};
+            broadphase_id_rows lrows = {loff, NULL, 0, 0, 0};
+            CHECK_EQ_INT(broadphase_query_spheres(v, LONG, &ls, &lrows),
+                         BROADPHASE_ERROR_NONFINITE);
+            CHECK_EQ_INT(lrows.bad_index, first);
+            px[first] = 0.0f;
+            py[first + 1000 < LONG ? first + 1000 : LONG - 1] = 0.0f;
+            CHECK_EQ_INT(broadphase_query_spheres(v, LONG, &ls, &lrows),
+                         BROADPHASE_ERROR_NEGATIVE_RADIUS);
+            CHECK_EQ_INT(lrows.bad_index, 19999);
+            pr[19999] = 1.0f;
+            free(lcounts);
+            free(lids);
+        }
+        broadphase_destroy(v);
+    }
+    free(px);
+    free(py);
+    free(pr);
+    free(loff);
     broadphase_destroy(w);
     scene_free(&sc);
 }
