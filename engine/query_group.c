@@ -158,14 +158,6 @@ static size_t nearest_first(const query *q, const query_out *o, const simd_boxes
     return n;
 }
 
-/* A nearest search of k <= SORTED_K_MAX whose filter kept at most NEAR_FAST_MAX boxes (the
- * common case of many small searches: a crowd's agent keeps some 20): each one's exact squared
- * distance, as put_near ranks it (the float of the double, then the id) packed in one integer
- * key (a non-negative float's bits order as the float does), and the k least put in their
- * places by rank. The same k, in the same order, as offering them one by one; without the bands of
- * nearest_first and put_near's two-part comparisons, which took 36% of a crowd's batch. False,
- * with nothing written, when a sphere is among them (its distance is the store's to read). */
-enum { NEAR_FAST_MAX = 64 };
 /* qm_box_dist2's number, op for op (the gaps in double, summed in axis order), with the gap's
  * clamp at 0 written as (g + |g|) / 2, exact for every gap of float coordinates, which compiles
  * without the branch the compiler gave qm_gap here (half of a crowd's gaps are 0: a
@@ -181,6 +173,14 @@ static inline double box_dist2(const float p[3], const float lo[3], const float 
     return s;
 }
 
+/* A nearest search of k <= SORTED_K_MAX whose filter kept at most NEAR_FAST_MAX boxes (the
+ * common case of many small searches: a crowd's agent keeps some 20): each one's exact squared
+ * distance, ranked as put_near ranks it (the float of the double, then the id), all at once
+ * (see below), and the k least put in their places. The same k, in the same order, as offering
+ * them one by one; without the bands of nearest_first and put_near's insertions, which took
+ * 36% of a crowd's batch. False, with nothing written, when a sphere is among them (its
+ * distance is the store's to read). */
+enum { NEAR_FAST_MAX = 64 };
 static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, const query_group *g,
                          size_t h) {
     /* The float distances' bits (below 2^31: signed comparisons order them) and the ids with
@@ -237,6 +237,7 @@ static bool rows_fast(const query *q, query_out *o, const simd_boxes *cols, cons
     uint32_t *hits = g->hits;
     for (size_t j = 0; j < h; j++)
         if (g->spheres[hits[j]]) return false;
+    if (h == 0) return true; /* (and the buffer may have no memory yet) */
     if (!query_buf_room(o->buf, o->base + o->count + h)) {
         o->failed = true;
         return true;
