@@ -159,9 +159,10 @@ static size_t nearest_first(const query *q, const query_out *o, const simd_boxes
 }
 
 /* qm_box_dist2's number, op for op (the gaps in double, summed in axis order), with the gap's
- * clamp at 0 written as (g + |g|) / 2, exact for every gap of float coordinates, which compiles
- * without the branch the compiler gave qm_gap here (half of a crowd's gaps are 0: a
- * mispredicted branch each). */
+ * clamp at 0 written as (g + |g|) / 2, exact for every gap of finite float coordinates, which
+ * compiles without the branch the compiler gave qm_gap here (half of a crowd's gaps are 0: a
+ * mispredicted branch each). Only for the objects' boxes: qm_gap also meets the infinite bounds
+ * of empty nodes and unbounded regions, where a gap of -inf would give NaN this way. */
 static inline double box_dist2(const float p[3], const float lo[3], const float hi[3], int dims) {
     double s = 0.0;
     for (int k = 0; k < dims; k++) {
