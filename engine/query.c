@@ -38,6 +38,7 @@ void query_state_release(broadphase_world *w) {
     field_release(&s->field, &w->heap);
     heap_free(&w->heap, s->pending, s->pending_capacity * sizeof(uint32_t));
     heap_free(&w->heap, s->flag, s->flag_capacity);
+    query_batch_memory_release(&s->batch_memory, &w->heap);
     threads_mutex_destroy(&s->lock);
 }
 

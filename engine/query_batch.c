@@ -16,7 +16,10 @@
 
 /* ---- batches ----------------------------------------------------------------------------- */
 
-enum { CHECK_CHUNK = 4096 }; /* queries per chunk of the check and of the Morton keys */
+enum {
+    CHECK_CHUNK = 4096, /* queries per chunk of the check and of the Morton keys */
+    STAGE_ROWS = 32     /* nearest rows a worker holds before it copies them out */
+};
 
 typedef enum batch_kind {
     BATCH_BOXES,
@@ -29,7 +32,13 @@ typedef enum batch_kind {
 typedef struct batch_worker {
     _Alignas(64) query_buf buf;
     size_t used;
-    float *d2; /* nearest without dist2_out: k floats */
+    /* Nearest: the rows of the last few searches (STAGE_ROWS of k ids and k distances), copied
+     * to their places together (see batch_fixed_range); rows[] their queries, counts[] theirs. */
+    uint32_t *stage_id;
+    float *stage_d2;
+    size_t stage_cap; /* entries of each */
+    size_t staged;
+    size_t rows[STAGE_ROWS], counts[STAGE_ROWS];
     bool failed;
     query_group group; /* GROUP consecutive queries' shared objects (query_group.c) */
     query group_q[GROUP];
@@ -53,9 +62,112 @@ typedef struct batch {
     uint32_t *near_ids;
     float *near_d2;
     size_t *near_counts;
-    uint32_t *order; /* the queries in space-filling-curve order (NULL: as given) */
-    bool group;      /* runs of GROUP queries share a walk (query_group.c) */
+    uint32_t *order;         /* the queries in space-filling-curve order (NULL: as given) */
+    bool group;              /* runs of GROUP queries share a walk (query_group.c) */
+    query_batch_memory *mem; /* the working memory: the world's (kept) or the call's own */
+    bool kept;
 } batch;
+
+/* ---- working memory ------------------------------------------------------------------------ */
+
+/* What each slot of a query_batch_memory holds. */
+enum {
+    SLOT_WORKERS,     /* batch_worker records */
+    SLOT_CHUNK_START, /* rows: where each chunk's rows start in its worker's buffer */
+    SLOT_CHUNK_WORKER,
+    SLOT_ORDER, /* the Morton order and the sort's keys and scratch */
+    SLOT_KEYS,
+    SLOT_TMP,
+    SLOT_TMP_ORDER,
+    SLOT_HIST,
+    SLOT_BOUNDS,
+    SLOT_FIRST, /* the check's chunks: first bad query, and why */
+    SLOT_STATUS,
+    SLOTS
+};
+_Static_assert((int)SLOTS == (int)QUERY_BATCH_SLOTS, "one slot each");
+
+/* At least `bytes` in the slot (what it held is not kept); NULL on out of memory, with the slot
+ * empty. Grows by half again, so that batches that grow a little each frame settle. */
+static void *memory_get(query_batch_memory *m, heap *h, int slot, size_t bytes) {
+    if (m->at[slot] && m->bytes[slot] >= bytes) return m->at[slot];
+    size_t more = m->bytes[slot] + m->bytes[slot] / 2;
+    size_t want = bytes > more ? bytes : more;
+    heap_free(h, m->at[slot], m->bytes[slot]);
+    m->at[slot] = heap_alloc(h, want);
+    m->bytes[slot] = m->at[slot] ? want : 0;
+    return m->at[slot];
+}
+
+static void workers_release(query_batch_memory *m, heap *h) {
+    batch_worker *k = m->at[SLOT_WORKERS];
+    for (int i = 0; i < m->workers; i++) {
+        query_buf_release(&k[i].buf);
+        query_group_release(&k[i].group);
+        heap_free(h, k[i].stage_id, k[i].stage_cap * sizeof(uint32_t));
+        heap_free(h, k[i].stage_d2, k[i].stage_cap * sizeof(float));
+    }
+    m->workers = 0;
+}
+
+void query_batch_memory_release(query_batch_memory *m, heap *h) {
+    workers_release(m, h);
+    for (int i = 0; i < SLOTS; i++) heap_free(h, m->at[i], m->bytes[i]);
+    memset(m, 0, sizeof *m);
+}
+
+/* The world's working memory when no other batch holds it, else a fresh one of the call's own. */
+static void batch_claim(batch *b, query_batch_memory *own) {
+    query_state *s = (query_state *)&b->w->query;
+    int idle = 0;
+    b->kept = __atomic_compare_exchange_n(&s->batch_busy, &idle, 1, false, __ATOMIC_ACQUIRE,
+                                          __ATOMIC_RELAXED);
+    memset(own, 0, sizeof *own);
+    b->mem = b->kept ? &s->batch_memory : own;
+}
+
+static void batch_give_back(batch *b) {
+    if (b->kept)
+        __atomic_store_n(&((query_state *)&b->w->query)->batch_busy, 0, __ATOMIC_RELEASE);
+    else
+        query_batch_memory_release(b->mem, world_heap(b->w));
+}
+
+/* `workers` records, made or reused, each ready for a run whose results are `elem` bytes: what a
+ * record holds (its result buffer, its group's columns) is kept from batch to batch. */
+static batch_worker *batch_workers(batch *b, int workers, size_t elem) {
+    query_batch_memory *m = b->mem;
+    heap *h = world_heap(b->w);
+    if (m->workers < workers) {
+        workers_release(m, h);
+        batch_worker *k = memory_get(m, h, SLOT_WORKERS, (size_t)workers * sizeof *k);
+        if (!k) return NULL;
+        memset(k, 0, (size_t)workers * sizeof *k);
+        m->workers = workers;
+    }
+    batch_worker *k = m->at[SLOT_WORKERS];
+    for (int i = 0; i < workers; i++) {
+        if (k[i].buf.elem != elem) { /* the capacity counts elements of the last batch */
+            size_t bytes = k[i].buf.capacity * k[i].buf.elem;
+            if (k[i].buf.elem && bytes % elem == 0) {
+                k[i].buf.capacity = bytes / elem;
+            } else {
+                query_buf_release(&k[i].buf);
+                k[i].buf = (query_buf){NULL, 0, elem, false, h};
+            }
+            k[i].buf.elem = elem;
+        }
+        k[i].buf.heap = h;
+        k[i].group.heap = h;
+        k[i].group.failed = false;
+        k[i].group.count = 0;
+        k[i].used = 0;
+        k[i].failed = false;
+        k[i].group_start = k[i].group_end = 0;
+        k[i].grouped = false;
+    }
+    return k;
+}
 
 /* Query i of the batch; the input was checked. */
 static broadphase_status batch_query(const batch *b, size_t i, query *q) {
@@ -167,11 +279,13 @@ static bool batch_order(batch *b, int workers) {
     heap *h = world_heap(b->w);
     size_t n = b->count, hist_bytes = threads_radix_scratch_size(workers);
     size_t chunks = (n + CHECK_CHUNK - 1) / CHECK_CHUNK;
-    uint64_t *keys = heap_alloc(h, n * sizeof *keys), *tmp = heap_alloc(h, n * sizeof *tmp);
-    uint32_t *tmp_order = heap_alloc(h, n * sizeof *tmp_order);
-    void *hist = heap_alloc(h, hist_bytes);
-    float *bounds = heap_alloc(h, 6 * chunks * sizeof *bounds);
-    b->order = heap_alloc(h, n * sizeof *b->order);
+    query_batch_memory *m = b->mem;
+    uint64_t *keys = memory_get(m, h, SLOT_KEYS, n * sizeof *keys);
+    uint64_t *tmp = memory_get(m, h, SLOT_TMP, n * sizeof *tmp);
+    uint32_t *tmp_order = memory_get(m, h, SLOT_TMP_ORDER, n * sizeof *tmp_order);
+    void *hist = memory_get(m, h, SLOT_HIST, hist_bytes);
+    float *bounds = memory_get(m, h, SLOT_BOUNDS, 6 * chunks * sizeof *bounds);
+    b->order = memory_get(m, h, SLOT_ORDER, n * sizeof *b->order);
     bool ok = keys && tmp && tmp_order && hist && bounds && b->order;
     if (ok) {
         batch_keys x = {.b = b, .keys = keys, .bounds = bounds};
@@ -196,11 +310,6 @@ static bool batch_order(batch *b, int workers) {
         threads_radix_sort_pairs(workers, keys, b->order, tmp, tmp_order, b->count,
                                  3 * x.bits - (dims == 2 ? x.bits : 0), hist);
     }
-    heap_free(h, keys, n * sizeof *keys);
-    heap_free(h, tmp, n * sizeof *tmp);
-    heap_free(h, tmp_order, n * sizeof *tmp_order);
-    heap_free(h, hist, hist_bytes);
-    heap_free(h, bounds, 6 * chunks * sizeof *bounds);
     return ok;
 }
 
@@ -258,8 +367,8 @@ static broadphase_status batch_check(const batch *b, size_t *bad) {
     size_t chunks = (b->count + CHECK_CHUNK - 1) / CHECK_CHUNK;
     batch_checking x = {b, NULL, NULL};
     if (chunks > 1) {
-        x.first = heap_alloc(h, chunks * sizeof *x.first);
-        x.status = heap_alloc(h, chunks * sizeof *x.status);
+        x.first = memory_get(b->mem, h, SLOT_FIRST, chunks * sizeof *x.first);
+        x.status = memory_get(b->mem, h, SLOT_STATUS, chunks * sizeof *x.status);
     }
     broadphase_status s = BROADPHASE_OK;
     if (x.first && x.status) {
@@ -278,8 +387,6 @@ static broadphase_status batch_check(const batch *b, size_t *bad) {
             if (s != BROADPHASE_OK) *bad = i;
         }
     }
-    heap_free(h, x.first, chunks * sizeof *x.first);
-    heap_free(h, x.status, chunks * sizeof *x.status);
     return s;
 }
 
@@ -368,6 +475,21 @@ static void batch_copy_chunk(size_t c, int worker, void *p) {
     }
 }
 
+/* The worker's staged nearest rows, to their places. The searches run in Morton order, so each
+ * row's place is far from the last one's: written as each search ends, every store missed the
+ * cache and held up the next search's work behind it (a third of a crowd's search); copied out
+ * together, the misses overlap. */
+static void stage_flush(batch *b, batch_worker *k) {
+    size_t kk = b->k;
+    for (size_t r = 0; r < k->staged; r++) {
+        size_t i = k->rows[r], n = k->counts[r];
+        memcpy(b->near_ids + i * kk, k->stage_id + r * kk, n * sizeof(uint32_t));
+        if (b->near_d2) memcpy(b->near_d2 + i * kk, k->stage_d2 + r * kk, n * sizeof(float));
+        b->near_counts[i] = n;
+    }
+    k->staged = 0;
+}
+
 static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
     batch *b = p;
     batch_worker *k = &b->workers[worker];
@@ -380,8 +502,8 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
         query_out o;
         query_out_init(&o, &none);
         if (b->kind == BATCH_NEAREST) {
-            o.heap_id = b->near_ids + i * b->k;
-            o.heap_d2 = b->near_d2 ? b->near_d2 + i * b->k : k->d2;
+            o.heap_id = k->stage_id + k->staged * b->k;
+            o.heap_d2 = k->stage_d2 + k->staged * b->k;
         }
         batch_run_one(b, k, q, &o);
         if (o.failed) {
@@ -390,25 +512,14 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
         }
         if (b->kind == BATCH_NEAREST) {
             query_finish_nearest(q, &o);
-            b->near_counts[i] = o.heap_n;
+            k->rows[k->staged] = i;
+            k->counts[k->staged++] = o.heap_n;
+            if (k->staged == STAGE_ROWS) stage_flush(b, k);
         } else {
             b->closest[i] = o.best;
         }
     }
-}
-
-static void batch_release(batch *b, int workers) {
-    heap *h = world_heap(b->w);
-    if (b->workers)
-        for (int i = 0; i < workers; i++) {
-            query_buf_release(&b->workers[i].buf);
-            query_group_release(&b->workers[i].group);
-            heap_free(h, b->workers[i].d2, b->k * sizeof(float));
-        }
-    heap_free(h, b->workers, (size_t)workers * sizeof *b->workers);
-    heap_free(h, b->chunk_start, (b->chunks + 1) * sizeof(size_t));
-    heap_free(h, b->chunk_worker, (b->chunks + 1) * sizeof(int));
-    heap_free(h, b->order, b->count * sizeof *b->order);
+    if (b->kind == BATCH_NEAREST) stage_flush(b, k);
 }
 
 /* Runs a batch; rows: into dst (elements of `elem` bytes) by the offsets protocol. */
@@ -432,11 +543,10 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     heap *h = world_heap(w);
     b->chunks = chunks;
     /* one cache line each at least (sizeof is a multiple of the 64-byte alignment) */
-    b->workers = heap_alloc(h, (size_t)workers * sizeof *b->workers);
-    if (b->workers) memset(b->workers, 0, (size_t)workers * sizeof *b->workers);
+    b->workers = batch_workers(b, workers, elem);
     if (rows) {
-        b->chunk_start = heap_alloc(h, (chunks + 1) * sizeof(size_t));
-        b->chunk_worker = heap_alloc(h, (chunks + 1) * sizeof(int));
+        b->chunk_start = memory_get(b->mem, h, SLOT_CHUNK_START, (chunks + 1) * sizeof(size_t));
+        b->chunk_worker = memory_get(b->mem, h, SLOT_CHUNK_WORKER, (chunks + 1) * sizeof(int));
     }
     bool ok =
         b->workers && (!rows || (b->chunk_start && b->chunk_worker)) && batch_order(b, workers);
@@ -445,24 +555,24 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     b->group = b->order && (b->kind == BATCH_BOXES || b->kind == BATCH_SPHERES ||
                             (b->kind == BATCH_NEAREST && b->max_distance < INFINITY));
     for (int i = 0; ok && i < workers; i++) {
-        b->workers[i].buf.elem = elem;
-        b->workers[i].buf.heap = h;
-        b->workers[i].group.heap = h;
-        if (b->kind == BATCH_NEAREST && !b->near_d2 && b->k > 0) {
-            b->workers[i].d2 = heap_alloc(h, b->k * sizeof(float));
-            ok = b->workers[i].d2 != NULL;
+        batch_worker *k = &b->workers[i];
+        size_t need = STAGE_ROWS * b->k;
+        k->staged = 0;
+        if (b->kind == BATCH_NEAREST && k->stage_cap < need) {
+            heap_free(h, k->stage_id, k->stage_cap * sizeof(uint32_t));
+            heap_free(h, k->stage_d2, k->stage_cap * sizeof(float));
+            k->stage_id = heap_alloc(h, need * sizeof(uint32_t));
+            k->stage_d2 = heap_alloc(h, need * sizeof(float));
+            k->stage_cap = k->stage_id && k->stage_d2 ? need : 0;
+            ok = k->stage_cap > 0;
         }
     }
-    if (!ok) {
-        batch_release(b, workers);
-        return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    }
+    if (!ok) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (!rows) {
         if (b->kind != BATCH_NEAREST || b->k > 0)
             threads_for_ranges(workers, b->count, BATCH_CHUNK, batch_fixed_range, b);
         for (int i = 0; i < workers; i++)
             if (b->workers[i].failed) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-        batch_release(b, workers);
         return s;
     }
     threads_for_chunks(workers, chunks, batch_rows_chunk, b);
@@ -476,7 +586,20 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
         else
             threads_for_chunks(workers, chunks, batch_copy_chunk, b);
     }
-    batch_release(b, workers);
+    return s;
+}
+
+/* A checked batch's whole call: its working memory claimed, the checks, the run (rows: into
+ * `elem`-byte elements, `capacity` of them), the memory given back. */
+static broadphase_status batch_go(batch *b, size_t *bad, size_t elem, size_t capacity,
+                                  size_t *total) {
+    query_batch_memory own;
+    batch_claim(b, &own);
+    broadphase_status s = batch_check(b, bad);
+    if (s == BROADPHASE_OK && b->kind == BATCH_NEAREST && b->k == 0)
+        for (size_t i = 0; i < b->count; i++) b->near_counts[i] = 0;
+    if (s == BROADPHASE_OK) s = batch_run(b, elem, capacity, total);
+    batch_give_back(b);
     return s;
 }
 
@@ -491,8 +614,7 @@ static broadphase_status rows_batch(const broadphase_world *w, batch_kind kind, 
         return BROADPHASE_ERROR_INVALID_ARGUMENT;
     batch b = {
         .w = w, .kind = kind, .input = input, .count = count, .offsets = offsets, .dst = dst};
-    broadphase_status s = batch_check(&b, bad_index);
-    return s == BROADPHASE_OK ? batch_run(&b, elem, capacity, total) : s;
+    return batch_go(&b, bad_index, elem, capacity, total);
 }
 
 static broadphase_status id_rows(const broadphase_world *w, batch_kind kind, size_t count,
@@ -536,8 +658,7 @@ broadphase_status broadphase_raycasts_closest(const broadphase_world *w, size_t 
     } else {
         batch b = {
             .w = w, .kind = BATCH_CLOSEST, .input = rays, .count = count, .closest = hits_out};
-        s = batch_check(&b, &bad);
-        if (s == BROADPHASE_OK) s = batch_run(&b, sizeof(broadphase_ray_hit), 0, NULL);
+        s = batch_go(&b, &bad, sizeof(broadphase_ray_hit), 0, NULL);
     }
     if (bad_index_out) *bad_index_out = bad;
     return s;
@@ -576,9 +697,7 @@ broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size
                    .near_ids = ids_out,
                    .near_d2 = dist2_out,
                    .near_counts = counts_out};
-        s = batch_check(&b, &bad);
-        for (size_t i = 0; s == BROADPHASE_OK && k == 0 && i < count; i++) counts_out[i] = 0;
-        if (s == BROADPHASE_OK) s = batch_run(&b, sizeof(uint32_t), 0, NULL);
+        s = batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
     }
     if (bad_index_out) *bad_index_out = bad;
     return s;

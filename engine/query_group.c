@@ -174,56 +174,21 @@ static inline double box_dist2(const float p[3], const float lo[3], const float 
     return s;
 }
 
-/* A nearest search of k <= SORTED_K_MAX whose filter kept at most NEAR_FAST_MAX boxes (the
+/* A nearest search of k <= SORTED_K_MAX whose filter kept at most SIMD_RANK_MAX boxes (the
  * common case of many small searches: a crowd's agent keeps some 20): each one's exact squared
  * distance, ranked as put_near ranks it (the float of the double, then the id), all at once
- * (see below), and the k least put in their places. The same k, in the same order, as offering
- * them one by one; without the bands of nearest_first and put_near's insertions, which took
- * 36% of a crowd's batch. False, with nothing written, when a sphere is among them (its
- * distance is the store's to read). */
-enum { NEAR_FAST_MAX = 64 };
+ * (simd_point_nearest_rank), and the k least put in their places. The same k, in the same order,
+ * as offering them one by one; without the bands of nearest_first and put_near's insertions,
+ * which took 36% of a crowd's batch. False, with nothing written, when a sphere is among them
+ * (its distance is the store's to read). */
 static bool nearest_fast(const query *q, query_out *o, const simd_boxes *cols, const query_group *g,
                          size_t h) {
-    /* The float distances' bits (below 2^31: signed comparisons order them) and the ids with
-     * the top bit flipped (so that signed comparisons order them as unsigned): 32-bit lanes,
-     * which the ranks' comparisons vectorise over. */
-    int32_t dk[NEAR_FAST_MAX], ik[NEAR_FAST_MAX];
-    size_t pos[NEAR_FAST_MAX];
-    const uint32_t *ids = g->ids.data;
-    size_t n = 0;
-    for (size_t j = 0; j < h; j++) {
-        uint32_t at = g->hits[j];
-        if (g->spheres[at]) return false;
-        float lo[3], hi[3];
-        for (int k = 0; k < 3; k++) {
-            lo[k] = cols->min[k][at];
-            hi[k] = cols->max[k][at];
-        }
-        double d2 = box_dist2(q->p, lo, hi, q->dims);
-        float d = (float)d2;
-        memcpy(&dk[n], &d, sizeof d);
-        ik[n] = (int32_t)(ids[at] ^ UINT32_C(0x80000000));
-        n += d2 <= q->max_d2;
-    }
-    /* Each one's rank by (distance, id), counted against all the others: no branch to
-     * mispredict (they come in the tree's order, not by distance), and no two share a rank
-     * (the ids differ). Past the k-th, into a spare slot. */
-    size_t k = q->k, m = n < k ? n : k;
-    for (size_t j = 0; j < n; j++) {
-        int32_t x = dk[j], y = ik[j], r = 0;
-        for (size_t i = 0; i < n; i++) r += (dk[i] < x) | ((dk[i] == x) & (ik[i] < y));
-        pos[(size_t)r < k ? (size_t)r : k] = j;
-    }
-    for (size_t i = 0; i < m; i++) {
-        memcpy(&o->heap_d2[i], &dk[pos[i]], sizeof(float));
-        o->heap_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
-    }
+    for (size_t j = 0; j < h; j++)
+        if (g->spheres[g->hits[j]]) return false;
+    size_t m = simd_point_nearest_rank(q->p, q->max_d2, cols, g->hits, h, g->ids.data, q->dims,
+                                       q->k, o->heap_d2, o->heap_id);
     o->heap_n = m;
-    if (m == k) {
-        float bound;
-        memcpy(&bound, &dk[pos[k - 1]], sizeof bound);
-        o->bound = bound;
-    }
+    if (m == q->k) o->bound = (double)o->heap_d2[m - 1];
     return true;
 }
 
@@ -284,7 +249,7 @@ void query_group_one(const broadphase_world *w, const query_group *g, const quer
         h = simd_box_vs_boxes(q->lo, q->hi, &cols, 0, g->count, q->dims, g->hits);
     }
     if (q->kind == QUERY_NEAREST && q->k > 0 && q->k <= SORTED_K_MAX && o->heap_n == 0 &&
-        h <= NEAR_FAST_MAX && nearest_fast(q, o, &cols, g, h))
+        h <= SIMD_RANK_MAX && nearest_fast(q, o, &cols, g, h))
         return;
     if (q->kind != QUERY_NEAREST && rows_fast(q, o, &cols, g, h)) return;
     if (q->kind == QUERY_NEAREST && h > q->k)

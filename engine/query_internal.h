@@ -119,6 +119,11 @@ bool query_group_gather(const broadphase_world *w, query_group *g, const query *
 void query_group_one(const broadphase_world *w, const query_group *g, const query *q, query_out *o);
 void query_group_release(query_group *g);
 
+/* ---- query_batch.c ---- */
+
+/* Gives back a batch's working memory (the world's, at its end). */
+void query_batch_memory_release(query_batch_memory *m, heap *h);
+
 /* ---- query.c ---- */
 
 /* Brings the queries' view of the changed objects up to date; false on out of memory. */

@@ -371,6 +371,47 @@ size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxe
     return n;
 }
 
+/* ---- a nearest search's exact ranking ---------------------------------------------------------
+ */
+
+size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
+                                      const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                                      size_t k, float *out_d2, uint32_t *out_id) {
+    /* The float distances' bits (below 2^31: signed comparisons order them; INT32_MAX for one
+     * beyond max_d2, which ranks after every kept one) and the ids with the top bit flipped (so
+     * that signed comparisons order them as unsigned). */
+    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX];
+    size_t pos[SIMD_RANK_MAX + 1], kept = 0;
+    if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX; /* (the contract; keeps the arrays in bounds) */
+    for (size_t j = 0; j < h; j++) {
+        double s = 0.0;
+        for (int a = 0; a < dims; a++) {
+            double lo = (double)boxes->min[a][at[j]], hi = (double)boxes->max[a][at[j]];
+            double x = lo - (double)p[a], y = (double)p[a] - hi;
+            double g = x > y ? x : y;
+            g = (g + fabs(g)) * 0.5;
+            s = s + g * g;
+        }
+        float d = (float)s;
+        memcpy(&dk[j], &d, sizeof d);
+        if (!(s <= max_d2)) dk[j] = INT32_MAX;
+        kept += s <= max_d2;
+        ik[j] = (int32_t)(ids[at[j]] ^ UINT32_C(0x80000000));
+    }
+    /* Each one's rank, counted against all the others (no two share one: the ids differ). */
+    for (size_t j = 0; j < h; j++) {
+        size_t r = 0;
+        for (size_t i = 0; i < h; i++) r += (dk[i] < dk[j]) | ((dk[i] == dk[j]) & (ik[i] < ik[j]));
+        pos[r < k ? r : k] = j;
+    }
+    size_t m = kept < k ? kept : k;
+    for (size_t i = 0; i < m; i++) {
+        memcpy(&out_d2[i], &dk[pos[i]], sizeof(float));
+        out_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
+    }
+    return m;
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
 static const simd_kernels simd_scalar_kernels = {"scalar",
@@ -382,6 +423,7 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_boxes_pairs_within_scalar,
                                                  simd_ray_vs_boxes_scalar,
                                                  simd_point_vs_boxes_scalar,
+                                                 simd_point_nearest_rank_scalar,
                                                  simd_boxes_select_scalar,
                                                  simd_boxes_cross_pairs_scalar,
                                                  simd_blocks_vs_boxes_scalar,
@@ -401,6 +443,7 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_boxes_pairs_within_avx2,
                                                simd_ray_vs_boxes_avx2,
                                                simd_point_vs_boxes_avx2,
+                                               simd_point_nearest_rank_avx2,
                                                simd_boxes_select_avx2,
                                                simd_boxes_cross_pairs_avx2,
                                                simd_blocks_vs_boxes_avx2,
@@ -432,6 +475,7 @@ static const simd_kernels simd_baseline_kernels = {"baseline",
                                                    simd_boxes_pairs_within_baseline,
                                                    simd_ray_vs_boxes_baseline,
                                                    simd_point_vs_boxes_baseline,
+                                                   simd_point_nearest_rank_baseline,
                                                    simd_boxes_select_baseline,
                                                    simd_boxes_cross_pairs_baseline,
                                                    simd_blocks_vs_boxes_baseline,
@@ -522,6 +566,12 @@ size_t simd_ray_vs_boxes(const simd_ray *ray, const simd_boxes *boxes, size_t be
 size_t simd_point_vs_boxes(const float p[3], float limit, const simd_boxes *boxes, size_t begin,
                            size_t end, int dims, uint32_t *hits) {
     return simd_active()->point_vs_boxes(p, limit, boxes, begin, end, dims, hits);
+}
+
+size_t simd_point_nearest_rank(const float p[3], double max_d2, const simd_boxes *boxes,
+                               const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                               size_t k, float *out_d2, uint32_t *out_id) {
+    return simd_active()->point_nearest_rank(p, max_d2, boxes, at, h, ids, dims, k, out_d2, out_id);
 }
 
 size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,

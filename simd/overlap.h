@@ -171,6 +171,21 @@ size_t simd_point_vs_boxes(const float p[3], float limit, const simd_boxes *boxe
 size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxes *boxes,
                                   size_t begin, size_t end, int dims, uint32_t *hits);
 
+/* A nearest search's exact step over its filter's hits, for h <= SIMD_RANK_MAX of them
+ * (positions at[0, h) of the columns, ids[at[j]] their ids): each one's squared distance from p
+ * in double (per axis the gap max(min - p, p - max) clamped at 0 as (g + |g|) / 2, exact for
+ * finite floats; squares summed in axis order, no FMA), those at most max_d2 kept and ranked by
+ * (the float of that distance, id); the first min(k, kept) written in rank order to out_d2 (the
+ * floats) and out_id. Returns how many were written. Distinct ids rank distinctly, so the result
+ * is the same whatever the hits' order. */
+enum { SIMD_RANK_MAX = 64 };
+size_t simd_point_nearest_rank(const float p[3], double max_d2, const simd_boxes *boxes,
+                               const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                               size_t k, float *out_d2, uint32_t *out_id);
+size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
+                                      const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                                      size_t k, float *out_d2, uint32_t *out_id);
+
 /* The exact tests below run in double precision with no FMA, so they neither overflow nor
  * underflow for any finite float input, and the wide and scalar forms agree bit for bit.
  * Each filters a list of candidate ids and writes, in input order, those that pass (out may

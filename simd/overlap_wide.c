@@ -4,6 +4,7 @@
 #include "overlap_wide.h"
 
 #include <assert.h>
+#include <math.h>
 #include <string.h>
 
 /* Without -mavx (the baseline variant) compilers warn that 32-byte vectors are passed
@@ -285,6 +286,102 @@ size_t SIMD_WIDE(simd_point_vs_boxes)(const float p[3], float limit, const simd_
         out += simd_popcount8(m);
     }
     return (size_t)(out - hits);
+}
+
+/* ---- a nearest search's exact ranking ------------------------------------------------------ */
+
+/* The twin's numbers: with AVX2, four hits at a time (their bounds gathered, widened to double);
+ * without, one at a time as the twin. Then each hit's rank, counted against all of them eight
+ * lanes at a time: one hit's key broadcast against eight others' at once, so that no lane sum
+ * is needed. */
+size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const simd_boxes *boxes,
+                                          const uint32_t *at, size_t h, const uint32_t *ids,
+                                          int dims, size_t k, float *out_d2, uint32_t *out_id) {
+    assert(dims == 2 || dims == 3);
+    /* keys as in the twin; the lanes past h hold INT32_MAX in both, after every kept hit */
+    _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8], rank[SIMD_RANK_MAX + 8];
+    size_t pos[SIMD_RANK_MAX + 1], kept = 0;
+    if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX;
+    if (h == 0) return 0;
+#if defined(SIMDE_X86_AVX2_NATIVE)
+    _Alignas(16) int32_t idx[SIMD_RANK_MAX + 4];
+    for (size_t j = 0; j < h; j++) idx[j] = (int32_t)at[j];
+    for (size_t j = h; j < h + 4; j++) idx[j] = (int32_t)at[0]; /* a valid position */
+    const simde__m256d half = simde_mm256_set1_pd(0.5), bound = simde_mm256_set1_pd(max_d2);
+    const simde__m256d sign = simde_mm256_set1_pd(-0.0);
+    simde__m256d q[3];
+    for (int a = 0; a < 3; a++) q[a] = simde_mm256_set1_pd(a < dims ? (double)p[a] : 0.0);
+    for (size_t j = 0; j < h; j += 4) {
+        simde__m128i x = simde_mm_load_si128((const simde__m128i *)(const void *)(idx + j));
+        simde__m256d sum = simde_mm256_setzero_pd();
+        for (int a = 0; a < dims; a++) {
+            simde__m256d lo = simde_mm256_cvtps_pd(simde_mm_i32gather_ps(boxes->min[a], x, 4));
+            simde__m256d hi = simde_mm256_cvtps_pd(simde_mm_i32gather_ps(boxes->max[a], x, 4));
+            simde__m256d u = simde_mm256_sub_pd(lo, q[a]), v = simde_mm256_sub_pd(q[a], hi);
+            /* max_pd(u, v) is u > v ? u : v, the twin's expression */
+            simde__m256d g = simde_mm256_max_pd(u, v);
+            g = simde_mm256_mul_pd(simde_mm256_add_pd(g, simde_mm256_andnot_pd(sign, g)), half);
+            sum = simde_mm256_add_pd(sum, simde_mm256_mul_pd(g, g));
+        }
+        simde_mm_storeu_ps((float *)(void *)(dk + j), simde_mm256_cvtpd_ps(sum));
+        unsigned in =
+            (unsigned)simde_mm256_movemask_pd(simde_mm256_cmp_pd(sum, bound, SIMDE_CMP_LE_OQ));
+        if (h - j < 4) in &= (1u << (h - j)) - 1u;
+        for (size_t l = 0; l < 4; l++) /* beyond the bound: INT32_MAX (the distances are >= 0) */
+            dk[j + l] |= (int32_t)((((in >> l) & 1u) - 1u) & (uint32_t)INT32_MAX);
+        kept += (size_t)__builtin_popcount(in);
+        simde__m128i id = simde_mm_i32gather_epi32((const int *)(const void *)ids, x, 4);
+        simde_mm_storeu_si128((simde__m128i *)(void *)(ik + j),
+                              simde_mm_xor_si128(id, simde_mm_set1_epi32(INT32_MIN)));
+    }
+#else
+    for (size_t j = 0; j < h; j++) {
+        double sum = 0.0;
+        for (int a = 0; a < dims; a++) {
+            double lo = (double)boxes->min[a][at[j]], hi = (double)boxes->max[a][at[j]];
+            double u = lo - (double)p[a], v = (double)p[a] - hi;
+            double g = u > v ? u : v;
+            g = (g + fabs(g)) * 0.5;
+            sum = sum + g * g;
+        }
+        float d = (float)sum;
+        memcpy(&dk[j], &d, sizeof d);
+        if (!(sum <= max_d2)) dk[j] = INT32_MAX;
+        kept += sum <= max_d2;
+        ik[j] = (int32_t)(ids[at[j]] ^ UINT32_C(0x80000000));
+    }
+#endif
+    size_t blocks = (h + 7) / 8;
+    for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
+    simde__m256i r[SIMD_RANK_MAX / 8], xd[SIMD_RANK_MAX / 8], xi[SIMD_RANK_MAX / 8];
+    for (size_t b = 0; b < blocks; b++) {
+        r[b] = simde_mm256_setzero_si256();
+        xd[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(dk + 8 * b));
+        xi[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(ik + 8 * b));
+    }
+    for (size_t i = 0; i < h; i++) {
+        simde__m256i d = simde_mm256_set1_epi32(dk[i]), e = simde_mm256_set1_epi32(ik[i]);
+        for (size_t b = 0; b < blocks; b++) {
+            /* hit i before lane j: d_i < d_j, or d_i == d_j and id_i < id_j (all -1 when so) */
+            simde__m256i before =
+                simde_mm256_or_si256(simde_mm256_cmpgt_epi32(xd[b], d),
+                                     simde_mm256_and_si256(simde_mm256_cmpeq_epi32(xd[b], d),
+                                                           simde_mm256_cmpgt_epi32(xi[b], e)));
+            r[b] = simde_mm256_sub_epi32(r[b], before);
+        }
+    }
+    for (size_t b = 0; b < blocks; b++)
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r[b]);
+    for (size_t j = 0; j < h; j++) {
+        size_t x = (size_t)rank[j];
+        pos[x < k ? x : k] = j;
+    }
+    size_t m = kept < k ? kept : k;
+    for (size_t i = 0; i < m; i++) {
+        memcpy(&out_d2[i], &dk[pos[i]], sizeof(float));
+        out_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
+    }
+    return m;
 }
 
 /* ---- box-box, many against many ------------------------------------------------------------- */

@@ -33,6 +33,9 @@
                                        size_t end, int dims, uint32_t *hits);                      \
     size_t simd_point_vs_boxes_##variant(const float p[3], float limit, const simd_boxes *boxes,   \
                                          size_t begin, size_t end, int dims, uint32_t *hits);      \
+    size_t simd_point_nearest_rank_##variant(                                                      \
+        const float p[3], double max_d2, const simd_boxes *boxes, const uint32_t *at, size_t h,    \
+        const uint32_t *ids, int dims, size_t k, float *out_d2, uint32_t *out_id);                 \
     size_t simd_boxes_cross_pairs_##variant(                                                       \
         const simd_boxes *a, size_t a_begin, size_t a_end, const float a_lo[3],                    \
         const float a_hi[3], const simd_boxes *b, size_t b_begin, size_t b_end,                    \
@@ -76,6 +79,9 @@ typedef struct simd_kernels {
                            int dims, uint32_t *hits);
     size_t (*point_vs_boxes)(const float p[3], float limit, const simd_boxes *boxes, size_t begin,
                              size_t end, int dims, uint32_t *hits);
+    size_t (*point_nearest_rank)(const float p[3], double max_d2, const simd_boxes *boxes,
+                                 const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                                 size_t k, float *out_d2, uint32_t *out_id);
     size_t (*boxes_select)(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,
                            int dims, int axis, float plane, int side, float *const dst_min[3],
                            float *const dst_max[3], uint32_t *dst_ids, size_t at);

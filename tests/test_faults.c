@@ -138,6 +138,7 @@ static void script(drive *d, uint64_t seed) {
     drive_step(d);
     drive_queries(d, 3, seed + 2);
     drive_batches(d, 6, seed + 3);
+    drive_batches(d, 300, seed + 7); /* in Morton order: the order's memory too, then kept */
     drive_remove(d, pick(d, 1, 0, 256, ids) - 1, ids); /* down to one object */
     drive_step(d);
     drive_queries(d, 1, seed + 4);

@@ -131,6 +131,74 @@ TEST(neighbour_rows_allocate_nothing_in_steady_state) {
     }
 }
 
+/* A moving world stepped every frame and asked every kind of batch each frame (Morton-ordered:
+ * more than ORDER_MIN queries; boxes, balls, rays, closest rays, nearest, nearest within):
+ * once the sizes have settled, the batches allocate nothing; the world keeps their working
+ * memory. */
+TEST(batches_allocate_nothing_in_steady_state) {
+    for (size_t mi = 0; mi < 3; mi++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, SCENE_MOVING, 3000, 7));
+        broadphase_config c = test_config(3, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0);
+        c.fixed_threads = true;
+        broadphase_world *w = make_world_from(&c);
+        REQUIRE(w);
+        size_t n = sc.count, k = 4, cap = 64 * n;
+        uint32_t *ids = malloc(n * sizeof *ids), *out = malloc(cap * sizeof *out);
+        size_t *offsets = malloc((n + 1) * sizeof *offsets), *counts = malloc(n * sizeof *counts);
+        float *d2 = malloc(n * k * sizeof *d2), *radius = malloc(n * sizeof *radius);
+        float *dir[3], *max_t = malloc(n * sizeof *max_t);
+        broadphase_ray_hit *hits = malloc(cap * sizeof *hits),
+                           *closest = malloc(n * sizeof *closest);
+        for (int a = 0; a < 3; a++) dir[a] = malloc(n * sizeof(float));
+        REQUIRE(ids && out && offsets && counts && d2 && radius && max_t && hits && closest);
+        for (size_t i = 0; i < n; i++) {
+            radius[i] = 0.02f * sc.world_size;
+            max_t[i] = 0.1f * sc.world_size;
+            for (int a = 0; a < 3; a++) dir[a][i] = a == (int)(i % 3) ? 1.0f : 0.25f;
+        }
+        CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+        uint64_t steady = 0;
+        for (int f = 0; f < 30; f++) {
+            TEST_CONTEXT("method %zu frame %d", mi, f);
+            step_ok(w);
+            broadphase_boxes b = {sc.min[0], sc.min[1], sc.min[2], sc.max[0], sc.max[1], sc.max[2]};
+            broadphase_spheres balls = {sc.min[0], sc.min[1], sc.min[2], radius};
+            broadphase_points pts = {sc.max[0], sc.max[1], sc.max[2]};
+            broadphase_rays rays = {sc.min[0], sc.min[1], sc.min[2], dir[0], dir[1], dir[2], max_t};
+            broadphase_id_rows rows = {offsets, out, cap, 0, 0};
+            CHECK_EQ_INT(broadphase_query_boxes(w, n, &b, &rows), BROADPHASE_OK);
+            rows = (broadphase_id_rows){offsets, out, cap, 0, 0};
+            CHECK_EQ_INT(broadphase_query_spheres(w, n, &balls, &rows), BROADPHASE_OK);
+            CHECK(rows.total >= n / 2); /* (not an empty run) */
+            broadphase_hit_rows hr = {offsets, hits, cap, 0, 0};
+            CHECK_EQ_INT(broadphase_raycasts(w, n, &rays, &hr), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_raycasts_closest(w, n, &rays, closest, NULL), BROADPHASE_OK);
+            CHECK_EQ_INT(broadphase_nearest_many(w, n, &pts, k, out, d2, counts, NULL),
+                         BROADPHASE_OK);
+            CHECK_EQ_INT(
+                broadphase_nearest_many_within(w, n, &pts, k, radius[0], out, NULL, counts, NULL),
+                BROADPHASE_OK);
+            if (f == 20) steady = allocations(w);
+            if (f > 20) CHECK_EQ_INT(allocations(w), steady);
+            scene_advance(&sc);
+            CHECK_EQ_INT(scene_move_in_world(&sc, w, ids), BROADPHASE_OK);
+        }
+        broadphase_destroy(w);
+        for (int a = 0; a < 3; a++) free(dir[a]);
+        free(ids);
+        free(out);
+        free(offsets);
+        free(counts);
+        free(d2);
+        free(radius);
+        free(max_t);
+        free(hits);
+        free(closest);
+        scene_free(&sc);
+    }
+}
+
 /* Two worlds given the same changes, frame by frame: A only steps; B also brings its structures
  * up to date between (after some of the changes, or all of them) and is queried there. Their
  * pairs and events are the same at every step, and B's queries after each update equal the

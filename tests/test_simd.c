@@ -150,6 +150,7 @@ static const simd_kernels dispatch_kernels = {"dispatch",
                                               simd_boxes_pairs_within,
                                               simd_ray_vs_boxes,
                                               simd_point_vs_boxes,
+                                              simd_point_nearest_rank,
                                               simd_boxes_select,
                                               simd_boxes_cross_pairs,
                                               simd_blocks_vs_boxes,
@@ -313,6 +314,103 @@ static size_t holey_range(box_set *b, size_t len, uint64_t *state, int style, in
             box_set_put(b, i, mn, mx, dims);
     }
     return begin;
+}
+
+/* A nearest search's ranking: every variant, and the twin, give the reference's rows: the hits
+ * within max_d2 by qm_box_dist2 (the queries' exact distance), sorted by (its float, id), the
+ * first k. Grid coordinates and a few ids give many equal distances, broken by id; the bound is
+ * often one hit's own distance, so that hits lie exactly on it. */
+typedef struct ranked {
+    float d;
+    uint32_t id;
+} ranked;
+
+static int ranked_order(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+TEST(point_nearest_rank_random) {
+    int failures_before = test_failures;
+    long long rows = 0, ties = 0, cut = 0;
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            uint64_t state = seed * 7919 + (uint64_t)dims;
+            int style = (int)(seed % STYLE_COUNT);
+            for (size_t h = 0; h <= SIMD_RANK_MAX; h += 1 + h / 8) {
+                TEST_CONTEXT("seed %llu dims %d style %d h %zu", (unsigned long long)seed, dims,
+                             style, h);
+                size_t n = h + 20;
+                box_set b;
+                box_set_init(&b, n, dims);
+                uint32_t *ids = ids_new(n), *at = ids_new(h + 1);
+                for (size_t i = 0; i < n; i++) {
+                    float mn[3], mx[3];
+                    rng_box(&state, style, mn, mx);
+                    box_set_put(&b, i, mn, mx, dims);
+                    ids[i] = (uint32_t)(i * 2654435761u % 1000003u); /* distinct, unordered */
+                }
+                if (rng_below(&state, 4) == 0) ids[rng_below(&state, (uint32_t)n)] = UINT32_MAX - 1;
+                /* h distinct positions, in no order */
+                uint32_t *perm = ids_new(n);
+                for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+                for (size_t i = n; i > 1; i--) {
+                    uint32_t x = rng_below(&state, (uint32_t)i), t = perm[x];
+                    perm[x] = perm[i - 1];
+                    perm[i - 1] = t;
+                }
+                for (size_t j = 0; j < h; j++) at[j] = perm[j];
+                free(perm);
+                float p[3] = {0, 0, 0};
+                for (int a = 0; a < dims; a++) p[a] = rng_coord(&state, style);
+                double max_d2 = INFINITY;
+                uint32_t pick = rng_below(&state, 3);
+                if (h > 0 && pick > 0) {
+                    float mn[3], mx[3];
+                    box_get(&b, at[rng_below(&state, (uint32_t)h)], dims, mn, mx);
+                    max_d2 = qm_box_dist2(p, mn, mx, dims);
+                }
+                ranked want[SIMD_RANK_MAX];
+                size_t kept = 0;
+                for (size_t j = 0; j < h; j++) {
+                    float mn[3], mx[3];
+                    box_get(&b, at[j], dims, mn, mx);
+                    double d2 = qm_box_dist2(p, mn, mx, dims);
+                    if (d2 <= max_d2) want[kept++] = (ranked){(float)d2, ids[at[j]]};
+                }
+                qsort(want, kept, sizeof *want, ranked_order);
+                for (size_t j = 1; j < kept; j++) ties += want[j].d == want[j - 1].d;
+                size_t k = 1 + rng_below(&state, 40);
+                size_t m = kept < k ? kept : k;
+                cut += kept > k;
+                rows++;
+                for (int v = 0; v < VARIANT_COUNT; v++) {
+                    const simd_kernels *kr = variant(v);
+                    if (!kr) continue;
+                    float d2[64];
+                    uint32_t got[64];
+                    size_t gm =
+                        kr->point_nearest_rank(p, max_d2, &b.cols, at, h, ids, dims, k, d2, got);
+                    bool same = gm == m;
+                    for (size_t j = 0; same && j < m; j++)
+                        same =
+                            memcmp(&d2[j], &want[j].d, sizeof(float)) == 0 && got[j] == want[j].id;
+                    if (!same) {
+                        CHECK(same);
+                        fprintf(stderr, "  %s: %zu of %zu kept (k %zu), the reference %zu\n",
+                                variant_names[v], gm, kept, k, m);
+                    }
+                }
+                free(ids);
+                free(at);
+                box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    printf("point_nearest_rank_random: %lld rows, %lld ties, %lld cut at k\n", rows, ties, cut);
+    CHECK(ties > rows && cut > rows / 4);
 }
 
 TEST(ray_vs_boxes_random) {

@@ -502,7 +502,10 @@ BROADPHASE_API broadphase_status broadphase_nearest_within(const broadphase_worl
  * whole batch is checked first: on bad input nothing is written and bad_index names the first
  * bad query. offsets (count + 1 entries) is always filled on success and on
  * BUFFER_TOO_SMALL (total > capacity), when the result array is not written, so that the caller
- * can size it and call again. Batches allocate working memory for the call and free it. A batch
+ * can size it and call again. A batch's working memory (its order, its workers' buffers) is
+ * kept by the world for the next batch, so that a batch a frame allocates nothing once its sizes
+ * have settled; a batch that runs while another runs on the same world allocates its own for
+ * the call (bytes_in_use counts what is kept; broadphase_destroy gives it back). A batch
  * holds at most BROADPHASE_MAX_BATCH queries, and a nearest batch's count * k entries must fit
  * in memory (count * k * 4 bytes): past that, BROADPHASE_ERROR_INVALID_ARGUMENT before any
  * input is read. */
