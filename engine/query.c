@@ -204,7 +204,7 @@ static broadphase_status ids_query(const broadphase_world *w, const query *q, ui
     *count_out = 0;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     uint32_t local[STACK_RESULTS];
-    query_buf b = {local, STACK_RESULTS, sizeof(uint32_t), false, world_heap(w)};
+    query_buf b = {local, STACK_RESULTS, sizeof(uint32_t), false, world_heap(w), 0};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, q, &o);
@@ -285,7 +285,7 @@ broadphase_status broadphase_raycast(const broadphase_world *w, const float orig
     *count_out = 0;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     broadphase_ray_hit local[STACK_RESULTS];
-    query_buf b = {local, STACK_RESULTS, sizeof(broadphase_ray_hit), false, world_heap(w)};
+    query_buf b = {local, STACK_RESULTS, sizeof(broadphase_ray_hit), false, world_heap(w), 0};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, &q, &o);
@@ -313,7 +313,7 @@ broadphase_status broadphase_raycast_closest(const broadphase_world *w, const fl
     if (s != BROADPHASE_OK) return s;
     if (!hit_out || !found_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (!query_sync(w)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    query_buf b = {NULL, 0, sizeof(broadphase_ray_hit), false, world_heap(w)};
+    query_buf b = {NULL, 0, sizeof(broadphase_ray_hit), false, world_heap(w), 0};
     query_out o;
     query_out_init(&o, &b);
     query_run(w, &q, &o);
@@ -344,7 +344,7 @@ broadphase_status broadphase_nearest_within(const broadphase_world *w, const flo
                 : k <= STACK_RESULTS ? local
                                      : heap_alloc(world_heap(w), k * sizeof(float));
     if (!d2) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    query_buf b = {NULL, 0, sizeof(uint32_t), false, world_heap(w)};
+    query_buf b = {NULL, 0, sizeof(uint32_t), false, world_heap(w), 0};
     query_out o;
     query_out_init(&o, &b);
     o.heap_id = ids_out;

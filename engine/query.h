@@ -34,7 +34,8 @@ enum { QUERY_BATCH_SLOTS = 11 };
 typedef struct query_batch_memory {
     void *at[QUERY_BATCH_SLOTS];
     size_t bytes[QUERY_BATCH_SLOTS];
-    int workers; /* worker records made in their slot, each holding buffers of its own */
+    int workers;          /* worker records made in their slot, each holding buffers of its own */
+    size_t last_bytes[3]; /* the last rows batch's results of each kind (boxes, balls, rays) */
 } query_batch_memory;
 
 /* What the queries keep in the world: the objects changed since the last step, found once after

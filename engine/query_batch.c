@@ -86,6 +86,7 @@ enum {
     SLOTS
 };
 _Static_assert((int)SLOTS == (int)QUERY_BATCH_SLOTS, "one slot each");
+_Static_assert(BATCH_BOXES == 0 && BATCH_SPHERES == 1 && BATCH_RAYS == 2, "last_bytes' kinds");
 
 /* At least `bytes` in the slot (what it held is not kept); NULL on out of memory, with the slot
  * empty. Grows by half again, so that batches that grow a little each frame settle. */
@@ -134,8 +135,9 @@ static void batch_give_back(batch *b) {
 }
 
 /* `workers` records, made or reused, each ready for a run whose results are `elem` bytes: what a
- * record holds (its result buffer, its group's columns) is kept from batch to batch. */
-static batch_worker *batch_workers(batch *b, int workers, size_t elem) {
+ * record holds (its result buffer, its group's columns) is kept from batch to batch. A result
+ * buffer that must grow grows to `floor` elements at least. */
+static batch_worker *batch_workers(batch *b, int workers, size_t elem, size_t floor) {
     query_batch_memory *m = b->mem;
     heap *h = world_heap(b->w);
     if (m->workers < workers) {
@@ -153,11 +155,12 @@ static batch_worker *batch_workers(batch *b, int workers, size_t elem) {
                 k[i].buf.capacity = bytes / elem;
             } else {
                 query_buf_release(&k[i].buf);
-                k[i].buf = (query_buf){NULL, 0, elem, false, h};
+                k[i].buf = (query_buf){NULL, 0, elem, false, h, 0};
             }
             k[i].buf.elem = elem;
         }
         k[i].buf.heap = h;
+        k[i].buf.floor = floor;
         k[i].group.heap = h;
         k[i].group.failed = false;
         k[i].group.count = 0;
@@ -498,7 +501,7 @@ static void batch_fixed_range(size_t begin, size_t end, int worker, void *p) {
         size_t i = b->order ? b->order[j] : j;
         query alone;
         const query *q = batch_make(b, k, j, end, &alone);
-        query_buf none = {NULL, 0, sizeof(uint32_t), false, world_heap(b->w)};
+        query_buf none = {NULL, 0, sizeof(uint32_t), false, world_heap(b->w), 0};
         query_out o;
         query_out_init(&o, &none);
         if (b->kind == BATCH_NEAREST) {
@@ -543,7 +546,16 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     heap *h = world_heap(w);
     b->chunks = chunks;
     /* one cache line each at least (sizeof is a multiple of the 64-byte alignment) */
-    b->workers = batch_workers(b, workers, elem);
+    /* A worker's share of the rows depends on which chunks it was free for, so a buffer may
+     * have to grow in any batch: to a quarter more than the last such batch's whole, beyond
+     * which no share of a batch like it can go (a doubling from a small share could need
+     * several). */
+    size_t floor = 0;
+    if (rows) {
+        floor = b->mem->last_bytes[b->kind] / elem;
+        floor += floor / 4;
+    }
+    b->workers = batch_workers(b, workers, elem, floor);
     if (rows) {
         b->chunk_start = memory_get(b->mem, h, SLOT_CHUNK_START, (chunks + 1) * sizeof(size_t));
         b->chunk_worker = memory_get(b->mem, h, SLOT_CHUNK_WORKER, (chunks + 1) * sizeof(int));
@@ -581,6 +593,7 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     if (s == BROADPHASE_OK) {
         b->offsets[b->count] = 0;
         *total = threads_exclusive_scan(workers, b->offsets, b->count + 1);
+        b->mem->last_bytes[b->kind] = *total * elem;
         if (*total > capacity)
             s = BROADPHASE_ERROR_BUFFER_TOO_SMALL;
         else

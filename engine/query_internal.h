@@ -57,8 +57,9 @@ typedef struct query_buf {
     void *data;
     size_t capacity; /* elements */
     size_t elem;
-    bool owned; /* data is ours, from heap (else it is the caller's stack) */
-    heap *heap; /* the world's (world_heap) */
+    bool owned;   /* data is ours, from heap (else it is the caller's stack) */
+    heap *heap;   /* the world's (world_heap) */
+    size_t floor; /* elements a growth reaches at least (0: none) */
 } query_buf;
 
 typedef struct query_out {

@@ -17,6 +17,7 @@
 bool query_buf_room(query_buf *b, size_t need) {
     if (need <= b->capacity) return true;
     size_t cap = b->capacity * 2 > need ? b->capacity * 2 : need;
+    if (cap < b->floor) cap = b->floor;
     if (cap > SIZE_MAX / b->elem) return false;
     void *d = heap_alloc(b->heap, cap * b->elem);
     if (!d) return false;

@@ -134,7 +134,11 @@ TEST(neighbour_rows_allocate_nothing_in_steady_state) {
 /* A moving world stepped every frame and asked every kind of batch each frame (Morton-ordered:
  * more than ORDER_MIN queries; boxes, balls, rays, closest rays, nearest, nearest within):
  * once the sizes have settled, the batches allocate nothing; the world keeps their working
- * memory. */
+ * memory. Nothing, that is, but a worker's result buffer growing when its share of a batch
+ * passes what it ever held: the chunks go to whichever worker is free (more to one when the
+ * other is held up, as under ctest -j2), so that can come late, but once per worker and kind of
+ * rows at most (it grows past the last batch's whole), where the memory made anew each batch
+ * would be dozens of allocations a frame. */
 TEST(batches_allocate_nothing_in_steady_state) {
     for (size_t mi = 0; mi < 3; mi++) {
         scene sc;
@@ -159,7 +163,7 @@ TEST(batches_allocate_nothing_in_steady_state) {
         }
         CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
         uint64_t steady = 0;
-        for (int f = 0; f < 30; f++) {
+        for (int f = 0; f < 60; f++) {
             TEST_CONTEXT("method %zu frame %d", mi, f);
             step_ok(w);
             broadphase_boxes b = {sc.min[0], sc.min[1], sc.min[2], sc.max[0], sc.max[1], sc.max[2]};
@@ -180,10 +184,10 @@ TEST(batches_allocate_nothing_in_steady_state) {
                 broadphase_nearest_many_within(w, n, &pts, k, radius[0], out, NULL, counts, NULL),
                 BROADPHASE_OK);
             if (f == 20) steady = allocations(w);
-            if (f > 20) CHECK_EQ_INT(allocations(w), steady);
             scene_advance(&sc);
             CHECK_EQ_INT(scene_move_in_world(&sc, w, ids), BROADPHASE_OK);
         }
+        CHECK(allocations(w) - steady <= 2 * 3); /* two workers, boxes, balls and rays */
         broadphase_destroy(w);
         for (int a = 0; a < 3; a++) free(dir[a]);
         free(ids);
