@@ -18,7 +18,7 @@ typedef struct heap {
 } heap;
 
 /* At least `bytes` bytes, 64-byte aligned (2 MiB aligned, with transparent huge pages asked
- * for, from 4 MiB up); NULL on out of memory. */
+ * for, from 2 MiB up); NULL on out of memory. */
 void *heap_alloc(heap *h, size_t bytes);
 /* Gives back p (NULL is fine), allocated with `bytes` bytes. */
 void heap_free(heap *h, void *p, size_t bytes);

@@ -12,7 +12,12 @@ enum {
     DEFER_SHARE = 64,        /* movers wait while they are at most 1/64 of the objects */
     WINDOW_DEFER_SHARE = 16, /* ... or 1/16 while windows take them (octree_windows.c) */
     TIGHTEN_EVERY = 8,       /* relayouts for added objects alone that tighten: 1 in this many */
-    WARM_SLOTS = 65536,      /* slots of the other buffer first touched a step (tree_slots_warm) */
+    /* The other slot buffer is first touched over this many steps (tree_slots_warm), a slice
+     * a step, before the first light relayout (every 8 steps, octree_windows.c) needs it all:
+     * a fixed 65,536 slots a step put the whole buffer of 1e5 objects in the next two steps,
+     * the second step's 2.3 ms of page faults on a 3.6 ms frame, and left a 1e6 world's last
+     * 40% to the first light relayout. */
+    WARM_STEPS = 6,
 };
 
 /* ---- geometry -------------------------------------------------------------------------------- */
@@ -754,7 +759,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     if (!refit_reserve(w, t, chunks)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     oc_ctx c = {w, t};
     t->escaped = t->urgent = false;
-    tree_slots_warm(w, &t->slots, 1 - t->slots.cur, WARM_SLOTS);
+    tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     place_added(w, t);
     if (t->escaped) {
