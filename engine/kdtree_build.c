@@ -442,5 +442,6 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
     t->built = true;
     t->built_empty = count == 0;
     w->stats.rebuilds++;
+    kd_refit_prepare(w, t);
     return BROADPHASE_OK;
 }

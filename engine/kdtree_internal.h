@@ -180,6 +180,10 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t);
 
 /* kdtree_refit.c */
 broadphase_status kd_refit(broadphase_world *w, kdtree *t);
+/* After a build, what the first refit would make (its arrays, the other slot buffer touched),
+ * so that the step after a build does not stand out; best effort (a refit that finds it
+ * missing makes it), nothing for a world that only rebuilds. */
+void kd_refit_prepare(broadphase_world *w, kdtree *t);
 
 /* kdtree_search.c: the jobs of the pair search, collected from node n down. */
 void kd_collect_jobs(kdtree *t, uint32_t n);

@@ -339,38 +339,50 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
     }
 }
 
+/* Room for a refit's passes with `added` objects new to the tree (the node arrays for the pool,
+ * as in the build: room that seldom grows), and for every object moving at once, so that the
+ * count of movers, which changes every step, never makes a step allocate. False on out of
+ * memory. */
+static bool refit_reserve(broadphase_world *w, kdtree *t, size_t chunks, size_t added) {
+    size_t pool = t->node_capacity;
+    size_t need = t->slots.count + added + 1;
+    return heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+                     sizeof(size_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
+                     sizeof(uint32_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity,
+                     t->slots.capacity + 1, sizeof(uint32_t), t->slots.count) &&
+           heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1,
+                     sizeof(uint32_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1,
+                     sizeof(uint32_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
+                     sizeof(uint32_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1,
+                     sizeof(uint32_t), 0) &&
+           id_tables_reserve(w, t) && threads_scratch_reserve(&w->scratch, w->workers) &&
+           heap_grow(&w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) &&
+           heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need,
+                     sizeof(uint64_t), 0);
+}
+
+void kd_refit_prepare(broadphase_world *w, kdtree *t) {
+    if (w->config.update == BROADPHASE_UPDATE_REBUILD) return;
+    size_t chunks =
+        threads_chunk_count(t->slots.count, kd_slot_chunk_size(t->slots.count, w->workers));
+    /* (the objects the build took in are not new to it) */
+    if (refit_reserve(w, t, chunks, 0)) tree_slots_ready(w, &t->slots, 1 - t->slots.cur, 0);
+}
+
 broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
     int dims = w->config.dimensions;
     t->slot_chunk = kd_slot_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->slot_chunk);
     size_t nodes = t->node_count;
-    size_t pool = t->node_capacity; /* the pool, as in the build: room that seldom grows */
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
-                   sizeof(size_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
-                   sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
-                   sizeof(uint32_t), t->slots.count) ||
-        !heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1,
-                   sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1,
-                   sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
-                   sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1,
-                   sizeof(uint32_t), 0) ||
-        !id_tables_reserve(w, t) || !threads_scratch_reserve(&w->scratch, w->workers))
-        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!refit_reserve(w, t, chunks, w->added_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     kd_pass_ctx c = {w, t, slot_chunks(t, t->slots.count), false, 0, 0};
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
-    /* Sized for every object moving at once, so that the count of movers, which changes every
-     * step, never makes a step allocate. */
-    size_t need = t->slots.count + w->added_count + 1;
-    if (!heap_grow(&w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need, sizeof(uint64_t),
-                   0))
-        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, chunks, collect_movers, &c);
 
     /* Moves (see tree.h) come in a fixed order (slots ascending, then w->added), which the

@@ -563,5 +563,6 @@ broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
     t->built = true;
     t->built_empty = count == 0;
     w->stats.rebuilds++;
+    oc_refit_prepare(w, t);
     return BROADPHASE_OK;
 }

@@ -269,6 +269,10 @@ void oc_measure(octree *t, int workers, bool own);
 
 /* octree_refit.c: REFIT; *escaped (and nothing changed) when an object left the root. */
 broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped);
+/* After a build, what the first refit would make (its arrays, and the first slice of the other
+ * slot buffer touched), so that the step after a build does not stand out; best effort (a
+ * refit that finds it missing makes it), nothing for a world that only rebuilds. */
+void oc_refit_prepare(broadphase_world *w, octree *t);
 /* octree_refit.c: arrays indexed by node, for node_capacity nodes. */
 bool oc_by_node_reserve(broadphase_world *w, octree *t);
 /* octree_refit.c: tightens slots [begin, end) (see tighten there); with windows (not NONE),

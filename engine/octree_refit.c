@@ -605,16 +605,19 @@ static size_t refit_chunk_size(size_t slots, int workers) {
                               slots < SMALL_BELOW ? SMALL_CHUNK : SLOT_CHUNK);
 }
 
-/* Room for this refit's passes, and for every object moving at once. False on out of memory. */
-static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks) {
-    size_t need = t->slots.count + w->added_count + 1;
+/* Room for a refit's passes, with `added` objects new to the tree, and for every object moving
+ * at once. False on out of memory. */
+static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t added) {
+    if (chunks == 0)
+        chunks = threads_chunk_count(t->slots.count, refit_chunk_size(t->slots.count, w->workers));
+    size_t need = t->slots.count + added + 1;
     if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                    sizeof(size_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
                    sizeof(uint32_t), 0) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), t->slots.count) ||
-        !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, w->added_count + 1,
+        !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, added + 1,
                    sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t) || !oc_by_node_reserve(w, t))
         return false;
@@ -752,11 +755,17 @@ static size_t pending_limit(const octree *t) {
     return t->slots.count / (t->window_pairs > 0 ? WINDOW_DEFER_SHARE : DEFER_SHARE);
 }
 
+void oc_refit_prepare(broadphase_world *w, octree *t) {
+    if (w->config.update == BROADPHASE_UPDATE_REBUILD) return;
+    (void)refit_reserve(w, t, 0, 0); /* (the objects the build took in are not new to it) */
+    tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
+}
+
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
 broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
-    if (!refit_reserve(w, t, chunks)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!refit_reserve(w, t, chunks, w->added_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     oc_ctx c = {w, t};
     t->escaped = t->urgent = false;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);

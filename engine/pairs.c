@@ -505,6 +505,12 @@ void pairs_release(pairs_state *ps, heap *h) {
     memset(ps, 0, sizeof *ps);
 }
 
+void pairs_reserve_next(pairs_state *ps, heap *h) {
+    if (ps->prev) return; /* (the buffers take turns with the rest's merged list: once only) */
+    (void)heap_grow(h, (void **)&ps->prev, &ps->prev_capacity, ps->out_capacity,
+                    sizeof(broadphase_pair), 0);
+}
+
 void pairs_keep_previous(pairs_state *ps) {
     broadphase_pair *p = ps->prev;
     size_t capacity = ps->prev_capacity;
