@@ -176,8 +176,8 @@ size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxe
  * in double (per axis the gap max(min - p, p - max) clamped at 0 as (g + |g|) / 2, exact for
  * finite floats; squares summed in axis order, no FMA), those at most max_d2 kept and ranked by
  * (the float of that distance, id); the first min(k, kept) written in rank order to out_d2 (the
- * floats) and out_id. Returns how many were written. Distinct ids rank distinctly, so the result
- * is the same whatever the hits' order. */
+ * floats) and out_id. Returns how many were written. The hits' ids must be distinct (each rank is
+ * then one hit's), and the result is the same whatever the hits' order. */
 enum { SIMD_RANK_MAX = 64 };
 size_t simd_point_nearest_rank(const float p[3], double max_d2, const simd_boxes *boxes,
                                const uint32_t *at, size_t h, const uint32_t *ids, int dims,
