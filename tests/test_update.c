@@ -4,6 +4,7 @@
  * steps allocate nothing. */
 #include "bits.h"
 #include "oracle.h"
+#include "parallel.h"
 #include "team.h"
 #include "world.h"
 
@@ -1036,6 +1037,51 @@ TEST(team_sizes_mid_run_give_the_same_pairs) {
                 CHECK_EQ_INT(scene_move_in_world(&s, one, ids), BROADPHASE_OK);
                 CHECK_EQ_INT(scene_move_in_world(&s, four, ids), BROADPHASE_OK);
             }
+            broadphase_destroy(one);
+            broadphase_destroy(four);
+            free(ids);
+            scene_free(&s);
+        }
+    }
+}
+
+/* A step that meets other work mid-way shrinks its team at once, for its remaining parallel
+ * calls (threads_shrink_after_calls makes the k-th call count as held up): wherever in the step
+ * that happens, the pairs and the events are the bytes of one thread's. Both trees, 2D and 3D,
+ * the shrink at each of a step's first five calls in turn. */
+TEST(team_shrinking_inside_a_step_gives_the_same_pairs) {
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+            scene s;
+            REQUIRE(scene_make(&s, kinds[ki], 6000, 9));
+            uint32_t *ids = malloc(s.count * sizeof *ids);
+            broadphase_world *one = make_world_events(s.dimensions, TREES[ti].method,
+                                                      BROADPHASE_UPDATE_AUTO, 1, 0.0f, 0.125f);
+            broadphase_world *four = make_world_events(s.dimensions, TREES[ti].method,
+                                                       BROADPHASE_UPDATE_AUTO, 4, 0.0f, 0.125f);
+            REQUIRE(one && four);
+            CHECK_EQ_INT(scene_add_to_world(&s, one, ids), BROADPHASE_OK);
+            CHECK_EQ_INT(scene_add_to_world(&s, four, ids), BROADPHASE_OK);
+            step_ok(one);
+            step_ok(four);  /* (the first step, a build, not counted) */
+            int shrunk = 0; /* steps that made the call that shrinks their team */
+            for (int f = 0; f < 48; f++) {
+                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(s.kind), f);
+                four->team.size = 4;
+                four->team.patience = UINT32_MAX; /* no try of its own */
+                broadphase_pairs want = step_ok(one);
+                threads_shrink_after_calls(1 + f % 5);
+                broadphase_pairs got = step_ok(four);
+                shrunk += threads_shrink_pending() == 0;
+                threads_shrink_after_calls(0);
+                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "team"));
+                CHECK(same_events(one, four));
+                scene_advance(&s);
+                CHECK_EQ_INT(scene_move_in_world(&s, one, ids), BROADPHASE_OK);
+                CHECK_EQ_INT(scene_move_in_world(&s, four, ids), BROADPHASE_OK);
+            }
+            CHECK(shrunk >= 40); /* (an octree's step makes 5-8 calls, a kd-tree's 15) */
             broadphase_destroy(one);
             broadphase_destroy(four);
             free(ids);

@@ -75,6 +75,21 @@ int threads_worker_index(void) {
 
 static _Thread_local int threads_team_limit;
 static _Thread_local double threads_stalled_ms;
+static _Thread_local int threads_shrink_countdown; /* threads_shrink_after_calls */
+
+void threads_shrink_after_calls(int calls) {
+    threads_shrink_countdown = calls > 0 ? calls : 0;
+}
+
+int threads_shrink_pending(void) {
+    return threads_shrink_countdown;
+}
+
+/* A call that ran on the calling thread alone counts towards the countdown too (it has no team
+ * to shrink). */
+static void threads_count_inline_call(void) {
+    if (threads_shrink_countdown > 0) threads_shrink_countdown--;
+}
 
 void threads_set_team_limit(int limit) {
     threads_team_limit = limit > 0 ? limit : 0;
@@ -139,6 +154,25 @@ static double threads_most(double *stalls, int count) {
     for (int i = 0; i < count; i++) most = stalls[i] > most ? stalls[i] : most;
     return most;
 }
+
+/* A call held up at least this long, for at least half its time, shrinks the caller's limit at
+ * once (threads_shrink_after_calls). A thread that waits for a core waits a time slice. */
+#define THREADS_SHRINK_MS 1.0
+
+/* A call on `team` threads, opened at opened_ms, is over: its stall counted, and the caller's
+ * limit lowered when it was held up. */
+static void threads_call_done(double *stalls, int team, double opened_ms) {
+    double most = threads_most(stalls, team);
+    threads_stalled_ms += most;
+    bool forced = threads_shrink_countdown > 0 && --threads_shrink_countdown == 0;
+    if (threads_team_limit <= 1 || team <= 1) return;
+    double wall = threads_clock_ms(CLOCK_MONOTONIC) - opened_ms;
+    if (forced || (most >= THREADS_SHRINK_MS && most >= 0.5 * wall)) {
+        int t = team < threads_team_limit ? team : threads_team_limit;
+        t -= t >= 8 ? t / 4 : 1;
+        threads_team_limit = t > 1 ? t : 1;
+    }
+}
 #endif
 
 double threads_idle_core_ms(void) {
@@ -191,6 +225,7 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
     if (threads_run_inline(workers, chunk_count)) {
         int worker = threads_worker_index();
         for (size_t chunk = 0; chunk < chunk_count; chunk++) fn(chunk, worker, ctx);
+        threads_count_inline_call();
         return;
     }
 #if THREADS_HAVE_OPENMP
@@ -213,7 +248,7 @@ static void for_chunks(int workers, size_t chunk_count, threads_chunk_fn *fn, vo
         }
         stalls[omp_get_thread_num()] = threads_stall_since(opened, before);
     }
-    threads_stalled_ms += threads_most(stalls, team);
+    threads_call_done(stalls, team, opened);
 #else
     (void)dynamic;
 #endif
@@ -271,6 +306,7 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
     if (threads_run_inline(workers, 2)) {
         /* Spawned tasks then run at once (serially) or join the enclosing team's task pool. */
         root(ctx, threads_worker_index());
+        threads_count_inline_call();
         return;
     }
 #if THREADS_HAVE_OPENMP
@@ -286,7 +322,7 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
         root(ctx, omp_get_thread_num());
         stalls[omp_get_thread_num()] = threads_stall_since(opened, before);
     }
-    threads_stalled_ms += threads_most(stalls, team);
+    threads_call_done(stalls, team, opened);
 #endif
 }
 
