@@ -18,7 +18,7 @@ static size_t round_up(size_t n, size_t to) {
  * From 2 MB up: a block's first touch then costs one fault per 2 MB instead of one per 4 KB,
  * which on a virtual machine is most of what a first touch costs (a 1e6 world's arrays of 4
  * bytes an object, just under 4 MiB, were on 4 KB pages: its add 28-30 -> 18-25 ms; the first
- * step of 1e5 objects 24-26 -> 18-23 ms; NOTES row 198). The rounding costs at most 2 MB a
+ * step of 1e5 objects 24-26 -> 18-23 ms; NOTES row 201). The rounding costs at most 2 MB a
  * block, of address space; resident memory grew 2-12% (1e6 and 1e5 moving objects). */
 enum { HUGE_PAGE = 2u << 20 };
 

@@ -377,39 +377,18 @@ size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxe
 size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
                                       const uint32_t *at, size_t h, const uint32_t *ids, int dims,
                                       size_t k, float *out_d2, uint32_t *out_id) {
-    /* The float distances' bits (below 2^31: signed comparisons order them; INT32_MAX for one
-     * beyond max_d2, which ranks after every kept one) and the ids with the top bit flipped (so
-     * that signed comparisons order them as unsigned). */
-    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX];
+    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX]; /* simd_rank_keys */
     size_t pos[SIMD_RANK_MAX + 1], kept = 0;
     if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX; /* (the contract; keeps the arrays in bounds) */
-    for (size_t j = 0; j < h; j++) {
-        double s = 0.0;
-        for (int a = 0; a < dims; a++) {
-            double lo = (double)boxes->min[a][at[j]], hi = (double)boxes->max[a][at[j]];
-            double x = lo - (double)p[a], y = (double)p[a] - hi;
-            double g = x > y ? x : y;
-            g = (g + fabs(g)) * 0.5;
-            s = s + g * g;
-        }
-        float d = (float)s;
-        memcpy(&dk[j], &d, sizeof d);
-        if (!(s <= max_d2)) dk[j] = INT32_MAX;
-        kept += s <= max_d2;
-        ik[j] = (int32_t)(ids[at[j]] ^ UINT32_C(0x80000000));
-    }
+    for (size_t j = 0; j < h; j++)
+        kept += simd_rank_keys(p, max_d2, boxes, at[j], ids[at[j]], dims, &dk[j], &ik[j]);
     /* Each one's rank, counted against all the others (no two share one: the ids differ). */
     for (size_t j = 0; j < h; j++) {
         size_t r = 0;
         for (size_t i = 0; i < h; i++) r += (dk[i] < dk[j]) | ((dk[i] == dk[j]) & (ik[i] < ik[j]));
         pos[r < k ? r : k] = j;
     }
-    size_t m = kept < k ? kept : k;
-    for (size_t i = 0; i < m; i++) {
-        memcpy(&out_d2[i], &dk[pos[i]], sizeof(float));
-        out_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
-    }
-    return m;
+    return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */

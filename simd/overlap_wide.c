@@ -298,7 +298,8 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
                                           const uint32_t *at, size_t h, const uint32_t *ids,
                                           int dims, size_t k, float *out_d2, uint32_t *out_id) {
     assert(dims == 2 || dims == 3);
-    /* keys as in the twin; the lanes past h hold INT32_MAX in both, after every kept hit */
+    /* keys as simd_rank_keys makes them; the lanes past h hold INT32_MAX in both, after every
+     * kept hit */
     _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8], rank[SIMD_RANK_MAX + 8];
     size_t pos[SIMD_RANK_MAX + 1], kept = 0;
     if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX;
@@ -335,21 +336,8 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
                               simde_mm_xor_si128(id, simde_mm_set1_epi32(INT32_MIN)));
     }
 #else
-    for (size_t j = 0; j < h; j++) {
-        double sum = 0.0;
-        for (int a = 0; a < dims; a++) {
-            double lo = (double)boxes->min[a][at[j]], hi = (double)boxes->max[a][at[j]];
-            double u = lo - (double)p[a], v = (double)p[a] - hi;
-            double g = u > v ? u : v;
-            g = (g + fabs(g)) * 0.5;
-            sum = sum + g * g;
-        }
-        float d = (float)sum;
-        memcpy(&dk[j], &d, sizeof d);
-        if (!(sum <= max_d2)) dk[j] = INT32_MAX;
-        kept += sum <= max_d2;
-        ik[j] = (int32_t)(ids[at[j]] ^ UINT32_C(0x80000000));
-    }
+    for (size_t j = 0; j < h; j++)
+        kept += simd_rank_keys(p, max_d2, boxes, at[j], ids[at[j]], dims, &dk[j], &ik[j]);
 #endif
     size_t blocks = (h + 7) / 8;
     for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
@@ -376,12 +364,7 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
         size_t x = (size_t)rank[j];
         pos[x < k ? x : k] = j;
     }
-    size_t m = kept < k ? kept : k;
-    for (size_t i = 0; i < m; i++) {
-        memcpy(&out_d2[i], &dk[pos[i]], sizeof(float));
-        out_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
-    }
-    return m;
+    return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
 }
 
 /* ---- box-box, many against many ------------------------------------------------------------- */

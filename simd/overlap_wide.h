@@ -3,8 +3,10 @@
  * No SIMD type appears here. */
 #pragma once
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "overlap.h"
 
@@ -58,6 +60,42 @@
 
 SIMD_WIDE_DECLARE(avx2)
 SIMD_WIDE_DECLARE(baseline)
+
+/* ---- simd_point_nearest_rank's scalar parts, shared by the twin and the variants ---- */
+
+/* Hit j's keys for the ranking: the float of its exact squared distance from p (per axis
+ * max(min - p, p - max) clamped at 0 as (g + |g|) / 2, exact for finite floats; squares summed
+ * in axis order) as bits, which signed comparisons order, or INT32_MAX beyond max_d2, after
+ * every kept hit; and its id with the top bit flipped, so that signed comparisons order ids as
+ * unsigned. Returns 1 when it is kept. */
+static inline size_t simd_rank_keys(const float p[3], double max_d2, const simd_boxes *boxes,
+                                    uint32_t at, uint32_t id, int dims, int32_t *dk, int32_t *ik) {
+    double s = 0.0;
+    for (int a = 0; a < dims; a++) {
+        double lo = (double)boxes->min[a][at], hi = (double)boxes->max[a][at];
+        double x = lo - (double)p[a], y = (double)p[a] - hi;
+        double g = x > y ? x : y;
+        g = (g + fabs(g)) * 0.5;
+        s = s + g * g;
+    }
+    float d = (float)s;
+    memcpy(dk, &d, sizeof d);
+    if (!(s <= max_d2)) *dk = INT32_MAX;
+    *ik = (int32_t)(id ^ UINT32_C(0x80000000));
+    return s <= max_d2;
+}
+
+/* The first min(kept, k) hits by rank (pos[r]: the hit of rank r), their keys back to floats and
+ * ids; returns how many. */
+static inline size_t simd_rank_write(const int32_t *dk, const int32_t *ik, const size_t *pos,
+                                     size_t kept, size_t k, float *out_d2, uint32_t *out_id) {
+    size_t m = kept < k ? kept : k;
+    for (size_t i = 0; i < m; i++) {
+        memcpy(&out_d2[i], &dk[pos[i]], sizeof(float));
+        out_id[i] = (uint32_t)ik[pos[i]] ^ UINT32_C(0x80000000);
+    }
+    return m;
+}
 
 /* One row per level: the one-vs-many and many-vs-many kernels, same signatures as in overlap.h. */
 typedef struct simd_kernels {

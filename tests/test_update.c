@@ -1001,6 +1001,45 @@ TEST(team_policy) {
     CHECK(!team_needs_reading(&t, 1e9));
 }
 
+/* The team tests' pair of worlds: a scene's objects in a one-thread world and in a four-worker
+ * one, events on, both trees (ti as in TREES). */
+typedef struct twins {
+    scene s;
+    uint32_t *ids;
+    broadphase_world *one, *four;
+} twins;
+
+static bool twins_make(twins *t, size_t ti, scene_kind kind, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    if (!scene_make(&t->s, kind, 6000, seed)) return false;
+    t->ids = malloc(t->s.count * sizeof *t->ids);
+    t->one = make_world_events(t->s.dimensions, TREES[ti].method, BROADPHASE_UPDATE_AUTO, 1, 0.0f,
+                               0.125f);
+    t->four = make_world_events(t->s.dimensions, TREES[ti].method, BROADPHASE_UPDATE_AUTO, 4, 0.0f,
+                                0.125f);
+    if (!t->ids || !t->one || !t->four) return false;
+    CHECK_EQ_INT(scene_add_to_world(&t->s, t->one, t->ids), BROADPHASE_OK);
+    CHECK_EQ_INT(scene_add_to_world(&t->s, t->four, t->ids), BROADPHASE_OK);
+    return true;
+}
+
+/* The two steps' pairs and events equal (the one-thread world stepped before), then the scene's
+ * next frame pushed to both. */
+static void twins_compare_and_advance(twins *t, broadphase_pairs want, broadphase_pairs got) {
+    CHECK(pairs_equal(want.data, want.count, got.data, got.count, "team"));
+    CHECK(same_events(t->one, t->four));
+    scene_advance(&t->s);
+    CHECK_EQ_INT(scene_move_in_world(&t->s, t->one, t->ids), BROADPHASE_OK);
+    CHECK_EQ_INT(scene_move_in_world(&t->s, t->four, t->ids), BROADPHASE_OK);
+}
+
+static void twins_free(twins *t) {
+    broadphase_destroy(t->one);
+    broadphase_destroy(t->four);
+    free(t->ids);
+    scene_free(&t->s);
+}
+
 /* Steps on every team size from one to the workers, changing every frame (as they do while the
  * machine is busy), give the same bytes as one thread: 4 workers' chunks on 1, 2, 3 and 4
  * threads, both trees, 2D and 3D, events on. The last step's thread count is reported. */
@@ -1008,39 +1047,24 @@ TEST(team_sizes_mid_run_give_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D, SCENE_CLUSTERED};
     for (size_t ti = 0; ti < 2; ti++) {
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
-            scene s;
-            REQUIRE(scene_make(&s, kinds[ki], 6000, 5));
-            uint32_t *ids = malloc(s.count * sizeof *ids);
-            broadphase_world *one = make_world_events(s.dimensions, TREES[ti].method,
-                                                      BROADPHASE_UPDATE_AUTO, 1, 0.0f, 0.125f);
-            broadphase_world *four = make_world_events(s.dimensions, TREES[ti].method,
-                                                       BROADPHASE_UPDATE_AUTO, 4, 0.0f, 0.125f);
-            REQUIRE(one && four);
-            CHECK_EQ_INT(scene_add_to_world(&s, one, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(scene_add_to_world(&s, four, ids), BROADPHASE_OK);
+            twins t;
+            REQUIRE(twins_make(&t, ti, kinds[ki], 5));
             uint64_t unchanged = 0;
             for (int f = 0; f < 24; f++) {
-                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(s.kind), f);
-                four->team.size = 1 + (f * 3) % 4;
-                four->team.patience = UINT32_MAX; /* no try of its own */
-                int size = four->team.size;
-                broadphase_pairs want = step_ok(one);
-                broadphase_pairs got = step_ok(four);
-                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "team"));
-                CHECK(same_events(one, four));
+                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(t.s.kind), f);
+                t.four->team.size = 1 + (f * 3) % 4;
+                t.four->team.patience = UINT32_MAX; /* no try of its own */
+                int size = t.four->team.size;
+                broadphase_pairs want = step_ok(t.one);
+                broadphase_pairs got = step_ok(t.four);
                 broadphase_stats st;
-                broadphase_get_stats(four, &st);
+                broadphase_get_stats(t.four, &st);
                 /* A step that found nothing changed runs nothing in parallel: one thread. */
                 CHECK_EQ_INT(st.step_threads, st.unchanged_steps > unchanged ? 1 : size);
                 unchanged = st.unchanged_steps;
-                scene_advance(&s);
-                CHECK_EQ_INT(scene_move_in_world(&s, one, ids), BROADPHASE_OK);
-                CHECK_EQ_INT(scene_move_in_world(&s, four, ids), BROADPHASE_OK);
+                twins_compare_and_advance(&t, want, got);
             }
-            broadphase_destroy(one);
-            broadphase_destroy(four);
-            free(ids);
-            scene_free(&s);
+            twins_free(&t);
         }
     }
 }
@@ -1053,39 +1077,24 @@ TEST(team_shrinking_inside_a_step_gives_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
     for (size_t ti = 0; ti < 2; ti++) {
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
-            scene s;
-            REQUIRE(scene_make(&s, kinds[ki], 6000, 9));
-            uint32_t *ids = malloc(s.count * sizeof *ids);
-            broadphase_world *one = make_world_events(s.dimensions, TREES[ti].method,
-                                                      BROADPHASE_UPDATE_AUTO, 1, 0.0f, 0.125f);
-            broadphase_world *four = make_world_events(s.dimensions, TREES[ti].method,
-                                                       BROADPHASE_UPDATE_AUTO, 4, 0.0f, 0.125f);
-            REQUIRE(one && four);
-            CHECK_EQ_INT(scene_add_to_world(&s, one, ids), BROADPHASE_OK);
-            CHECK_EQ_INT(scene_add_to_world(&s, four, ids), BROADPHASE_OK);
-            step_ok(one);
-            step_ok(four);  /* (the first step, a build, not counted) */
-            int shrunk = 0; /* steps that made the call that shrinks their team */
+            twins t;
+            REQUIRE(twins_make(&t, ti, kinds[ki], 9));
+            step_ok(t.one);
+            step_ok(t.four); /* (the first step, a build, not counted) */
+            int shrunk = 0;  /* steps that made the call that shrinks their team */
             for (int f = 0; f < 48; f++) {
-                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(s.kind), f);
-                four->team.size = 4;
-                four->team.patience = UINT32_MAX; /* no try of its own */
-                broadphase_pairs want = step_ok(one);
+                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(t.s.kind), f);
+                t.four->team.size = 4;
+                t.four->team.patience = UINT32_MAX; /* no try of its own */
+                broadphase_pairs want = step_ok(t.one);
                 threads_shrink_after_calls(1 + f % 5);
-                broadphase_pairs got = step_ok(four);
+                broadphase_pairs got = step_ok(t.four);
                 shrunk += threads_shrink_pending() == 0;
                 threads_shrink_after_calls(0);
-                CHECK(pairs_equal(want.data, want.count, got.data, got.count, "team"));
-                CHECK(same_events(one, four));
-                scene_advance(&s);
-                CHECK_EQ_INT(scene_move_in_world(&s, one, ids), BROADPHASE_OK);
-                CHECK_EQ_INT(scene_move_in_world(&s, four, ids), BROADPHASE_OK);
+                twins_compare_and_advance(&t, want, got);
             }
             CHECK(shrunk >= 40); /* (an octree's step makes 5-8 calls, a kd-tree's 15) */
-            broadphase_destroy(one);
-            broadphase_destroy(four);
-            free(ids);
-            scene_free(&s);
+            twins_free(&t);
         }
     }
 }
