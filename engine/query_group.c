@@ -248,12 +248,17 @@ void query_group_one(const broadphase_world *w, const query_group *g, const quer
     } else {
         h = simd_box_vs_boxes(q->lo, q->hi, &cols, 0, g->count, q->dims, g->hits);
     }
-    if (q->kind == QUERY_NEAREST && q->k > 0 && q->k <= SORTED_K_MAX && o->heap_n == 0 &&
-        h <= SIMD_RANK_MAX && nearest_fast(q, o, &cols, g, h))
-        return;
-    if (q->kind != QUERY_NEAREST && rows_fast(q, o, &cols, g, h)) return;
-    if (q->kind == QUERY_NEAREST && h > q->k)
+    bool near = q->kind == QUERY_NEAREST, banded = false;
+    bool fast = near && q->k > 0 && q->k <= SORTED_K_MAX && o->heap_n == 0;
+    /* More than the ranking takes (where a crowd is dense): the bands first, which leave a few
+     * more than k. A crowd converging on its middle keeps hundreds within the distance. */
+    if (fast && h > SIMD_RANK_MAX && h > q->k) {
         h = nearest_first(q, o, &cols, g->spheres, g->hits, h);
+        banded = true;
+    }
+    if (fast && h <= SIMD_RANK_MAX && nearest_fast(q, o, &cols, g, h)) return;
+    if (!near && rows_fast(q, o, &cols, g, h)) return;
+    if (near && h > q->k && !banded) h = nearest_first(q, o, &cols, g->spheres, g->hits, h);
     /* A box's exact test reads the bounds in the columns (the same numbers as the store's);
      * a sphere's goes to the store for its centre and radius. */
     for (size_t j = 0; j < h && !o->failed; j++) {
