@@ -405,6 +405,34 @@ TEST(nearest_within_by_hand) {
     }
 }
 
+/* Batched nearest-within searches of the points against single ones, k = 7: the rows that
+ * differ, or whose (distance, id) order is broken. */
+static size_t nearest_batch_differences(broadphase_world *w, size_t n, const broadphase_points *pts,
+                                        float within) {
+    enum { K = 7 };
+    uint32_t *got = malloc(n * K * sizeof *got), one[K];
+    float *d2 = malloc(n * K * sizeof *d2), one_d2[K];
+    size_t *counts = malloc(n * sizeof *counts), bad = 0, m = 0, wrong = 0;
+    if (!got || !d2 || !counts) exit(1);
+    CHECK_EQ_INT(broadphase_nearest_many_within(w, n, pts, K, within, got, d2, counts, &bad),
+                 BROADPHASE_OK);
+    for (size_t i = 0; i < n; i++) {
+        float at[3] = {pts->x[i], pts->y[i], pts->z ? pts->z[i] : 0.0f};
+        CHECK_EQ_INT(broadphase_nearest_within(w, at, K, within, one, one_d2, &m), BROADPHASE_OK);
+        wrong += m != counts[i];
+        for (size_t j = 0; j < m && j < counts[i]; j++) {
+            wrong += one[j] != got[i * K + j] || one_d2[j] != d2[i * K + j];
+            if (j > 0)
+                wrong += d2[i * K + j - 1] > d2[i * K + j] || (d2[i * K + j - 1] == d2[i * K + j] &&
+                                                               got[i * K + j - 1] > got[i * K + j]);
+        }
+    }
+    free(got);
+    free(d2);
+    free(counts);
+    return wrong;
+}
+
 /* Ties: points on a lattice (each twice, once as a point and once as a box that holds it,
  * flat on x; so that many distances tie, some at 0) and a batch of
  * searches at the lattice points and between them, large enough to run in groups (query_group.c
@@ -451,34 +479,22 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
             REQUIRE(ids);
             CHECK_EQ_INT(broadphase_add_boxes(w, n, &b, ids), BROADPHASE_OK);
             step_ok(w);
-            enum { K = 7 };
-            uint32_t *got = malloc(n * K * sizeof *got), one[K];
-            float *d2 = malloc(n * K * sizeof *d2), one_d2[K];
-            size_t *counts = malloc(n * sizeof *counts), bad = 0, m = 0;
-            REQUIRE(got && d2 && counts);
             broadphase_points pts = {c[3], c[4], c[5]};
-            CHECK_EQ_INT(broadphase_nearest_many_within(w, n, &pts, K, 1.5f, got, d2, counts, &bad),
-                         BROADPHASE_OK);
-            size_t differ = 0, misordered = 0;
-            for (size_t i = 0; i < n; i++) {
-                float at[3] = {c[3][i], c[4][i], c[5][i]};
-                CHECK_EQ_INT(broadphase_nearest_within(w, at, K, 1.5f, one, one_d2, &m),
-                             BROADPHASE_OK);
-                differ += m != counts[i];
-                for (size_t j = 0; j < m && j < counts[i]; j++) {
-                    differ += one[j] != got[i * K + j] || one_d2[j] != d2[i * K + j];
-                    if (j > 0)
-                        misordered += d2[i * K + j - 1] > d2[i * K + j] ||
-                                      (d2[i * K + j - 1] == d2[i * K + j] &&
-                                       got[i * K + j - 1] > got[i * K + j]);
-                }
-            }
-            CHECK_EQ_INT(differ, 0);
-            CHECK_EQ_INT(misordered, 0);
+            /* and with a greatest distance that keeps more than the group's ranking takes at
+             * once (64): the bands pick the few that can be among the k first */
+            float far = dims == 2 ? 4.5f : 2.5f;
+            size_t ns = 0;
+            uint32_t many[512];
+            float mid[3] = {(float)(side / 2), (float)(side / 2),
+                            dims == 3 ? (float)(side / 2) : 0};
+            CHECK_EQ_INT(broadphase_query_sphere(w, mid, far, many, 512, &ns), BROADPHASE_OK);
+            CHECK(ns > 64);
+            CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, 1.5f), 0);
+            CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, far), 0);
             /* balls of radius 1 at the same points: the lattice neighbours lie on the boundary,
              * which the closed test takes */
             float *radius = malloc(n * sizeof *radius);
-            size_t *off = malloc((n + 1) * sizeof *off), ns = 0, boundary = 0;
+            size_t *off = malloc((n + 1) * sizeof *off), boundary = 0;
             REQUIRE(radius && off);
             for (size_t i = 0; i < n; i++) radius[i] = 1.0f;
             broadphase_spheres balls = {c[3], c[4], c[5], radius};
@@ -488,7 +504,7 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
             rows.capacity = rows.total;
             REQUIRE(rows.ids);
             CHECK_EQ_INT(broadphase_query_spheres(w, n, &balls, &rows), BROADPHASE_OK);
-            differ = 0;
+            size_t differ = 0;
             for (size_t i = 0; i < n; i++) {
                 float at[3] = {c[3][i], c[4][i], c[5][i]};
                 uint32_t one_ids[64];
@@ -509,9 +525,6 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
                 free(bhi[k]);
             }
             free(ids);
-            free(got);
-            free(d2);
-            free(counts);
             broadphase_destroy(w);
         }
     }
