@@ -5,6 +5,7 @@
 #include "octree_internal.h"
 
 #include "bits.h"
+#include "cell_keys.h"
 
 #include <math.h>
 #include <string.h>
@@ -111,101 +112,32 @@ static void count_live(size_t chunk, int worker, void *p) {
     }
 }
 
-/* ceil(log2(x)) for a finite x > 0, as frexp gives it, from the bits (no library call). */
-static inline int ceil_log2(double x) {
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    int e = (int)(u >> 52 & 0x7ff);
-    if (e == 0) { /* subnormal */
-        double f = frexp(x, &e);
-        return f == 0.5 ? e - 1 : e;
-    }
-    return e - 1023 + ((u & UINT64_C(0xfffffffffffff)) != 0);
-}
-
-/* The keys of ids [begin, end) into keys[at...]: each object at the deepest level (up to
- * max_level) whose cell holding the box's centre holds the box (centre_cell and holds), keyed
- * as cell_key does, with the world's dimensions a constant and the geometry read once. A
- * loose cell of side s holds no box longer than looseness * s, so the levels are tried from
- * the deepest that could. */
-static inline __attribute__((always_inline)) size_t keys_range(const broadphase_world *w,
-                                                               const octree *t, size_t begin,
-                                                               size_t end, size_t at,
-                                                               const int dims) {
-    const double scale = t->scale, top = t->top, loose = 1.0 + 2.0 * t->margin;
-    const double origin[3] = {t->origin[0], t->origin[1], t->origin[2]};
-    const int depth = t->depth, max_level = t->max_level;
-    const double *cell_size = t->cell_size, *cell_margin = t->cell_margin;
-    uint64_t *keys = t->keys;
-    uint32_t *vals = t->vals;
-    const world_box *box = w->store.box;
-    for (size_t i = begin; i < end; i++) {
-        if (!world_tree_member(w, i)) continue;
-        double umin[3], umax[3], c[3], ext = 0.0;
-        for (int k = 0; k < dims; k++) {
-            umin[k] = ((double)box[i].lo[k] - origin[k]) * scale;
-            umax[k] = ((double)box[i].hi[k] - origin[k]) * scale;
-            ext = umax[k] - umin[k] > ext ? umax[k] - umin[k] : ext;
-            double m = umin[k] * 0.5 + umax[k] * 0.5;
-            c[k] = m < 0.0 ? 0.0 : m > top ? top : m;
-        }
-        int level = max_level;
-        if (ext > 0.0) {
-            int need = ceil_log2(ext / loose);
-            if (depth - need < level) level = depth - need;
-        }
-        if (level < 0) level = 0;
-        /* Three levels tested at once, without branches: the outcome is a coin toss on most
-         * scenes, and testing level by level mispredicted it (80 of the 92 ns an object took
-         * on one thread of the VM). A looseness of 1.5 or more always stops within three;
-         * strict cells may go on up to the root. */
-        for (;;) {
-            unsigned ok = 0;
-            for (int j = 0; j < 3; j++) {
-                int l = level - j;
-                unsigned in = l <= 0;
-                if (l > 0) {
-                    int shift = depth - l;
-                    double size = cell_size[l], m = cell_margin[l];
-                    in = 1;
-                    for (int k = 0; k < dims; k++) {
-                        double lo = (double)((uint32_t)c[k] >> shift) * size;
-                        in &= (unsigned)(umin[k] >= lo - m) & (unsigned)(umax[k] <= lo + size + m);
-                    }
-                }
-                ok |= in << j;
-            }
-            if (ok) {
-                level -= __builtin_ctz(ok);
-                break;
-            }
-            level -= 3;
-        }
-        uint32_t cell[3] = {0, 0, 0};
-        for (int k = 0; k < dims; k++) cell[k] = (uint32_t)c[k] >> (depth - level);
-        int shift = depth - level;
-        uint64_t code = dims == 3 ? bits_spread3((uint64_t)cell[0] << shift) |
-                                        bits_spread3((uint64_t)cell[1] << shift) << 1 |
-                                        bits_spread3((uint64_t)cell[2] << shift) << 2
-                                  : bits_spread2((uint64_t)cell[0] << shift) |
-                                        bits_spread2((uint64_t)cell[1] << shift) << 1;
-        keys[at] = code << LEVEL_BITS | (uint64_t)level;
-        vals[at] = (uint32_t)i;
-        at++;
-    }
-    return at;
-}
+/* The keys of the live objects among ids [begin, end), at keys[at...] and their ids at
+ * vals[at...] (simd_cell_keys: each object at the deepest level, up to max_level, whose cell
+ * holding the box's centre holds the box, keyed as cell_key does). */
+_Static_assert(sizeof(world_box) == 8 * sizeof(float), "simd_cell_keys reads 8 floats a box");
 
 static void write_keys(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
+    const broadphase_world *w = c->w;
     const octree *t = c->t;
     size_t begin = chunk * t->id_chunk, end = begin + t->id_chunk;
-    if (end > c->w->store.id_end) end = c->w->store.id_end;
-    if (t->dims == 3)
-        keys_range(c->w, t, begin, end, t->chunk_count[chunk], 3);
-    else
-        keys_range(c->w, t, begin, end, t->chunk_count[chunk], 2);
+    if (end > w->store.id_end) end = w->store.id_end;
+    size_t at = t->chunk_count[chunk], n = 0;
+    uint32_t *vals = t->vals + at;
+    for (size_t i = begin; i < end; i++)
+        if (world_tree_member(w, i)) vals[n++] = (uint32_t)i;
+    simd_cell_grid g = {{t->origin[0], t->origin[1], t->origin[2]},
+                        t->scale,
+                        t->top,
+                        1.0 + 2.0 * t->margin,
+                        t->margin,
+                        t->dims,
+                        t->depth,
+                        t->max_level,
+                        LEVEL_BITS};
+    simd_cell_keys(&g, w->store.box[0].lo, vals, n, t->keys + at);
 }
 
 typedef struct build_task {

@@ -410,7 +410,8 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_boxes_first_invalid_scalar,
                                                  simd_spheres_first_invalid_scalar,
                                                  simd_stream_floats_scalar,
-                                                 simd_stream_fence_scalar};
+                                                 simd_stream_fence_scalar,
+                                                 simd_cell_keys_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -430,7 +431,8 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_boxes_first_invalid_avx2,
                                                simd_spheres_first_invalid_avx2,
                                                simd_stream_floats_avx2,
-                                               simd_stream_fence_avx2};
+                                               simd_stream_fence_avx2,
+                                               simd_cell_keys_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -445,24 +447,16 @@ static int simd_cpu_runs_avx2(void) {
 #endif
 
 #if SIMD_HAVE_BASELINE
-static const simd_kernels simd_baseline_kernels = {"baseline",
-                                                   simd_box_vs_boxes_baseline,
-                                                   simd_sphere_vs_spheres_baseline,
-                                                   simd_sphere_vs_boxes_baseline,
-                                                   simd_box_vs_spheres_baseline,
-                                                   simd_boxes_vs_boxes_pairs_baseline,
-                                                   simd_boxes_pairs_within_baseline,
-                                                   simd_ray_vs_boxes_baseline,
-                                                   simd_point_vs_boxes_baseline,
-                                                   simd_point_nearest_rank_baseline,
-                                                   simd_boxes_select_baseline,
-                                                   simd_boxes_cross_pairs_baseline,
-                                                   simd_blocks_vs_boxes_baseline,
-                                                   simd_boxes_bounds_baseline,
-                                                   simd_boxes_first_invalid_baseline,
-                                                   simd_spheres_first_invalid_baseline,
-                                                   simd_stream_floats_baseline,
-                                                   simd_stream_fence_baseline};
+static const simd_kernels simd_baseline_kernels = {
+    "baseline", simd_box_vs_boxes_baseline, simd_sphere_vs_spheres_baseline,
+    simd_sphere_vs_boxes_baseline, simd_box_vs_spheres_baseline, simd_boxes_vs_boxes_pairs_baseline,
+    simd_boxes_pairs_within_baseline, simd_ray_vs_boxes_baseline, simd_point_vs_boxes_baseline,
+    simd_point_nearest_rank_baseline, simd_boxes_select_baseline, simd_boxes_cross_pairs_baseline,
+    simd_blocks_vs_boxes_baseline, simd_boxes_bounds_baseline, simd_boxes_first_invalid_baseline,
+    simd_spheres_first_invalid_baseline, simd_stream_floats_baseline, simd_stream_fence_baseline,
+    /* no wide variant: SIMDe's 64-bit lanes
+       on SSE2 are emulated */
+    simd_cell_keys_scalar};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -595,6 +589,11 @@ void simd_stream_floats(float *dst, const float *src, size_t count) {
 
 void simd_stream_fence(void) {
     simd_active()->stream_fence();
+}
+
+void simd_cell_keys(const simd_cell_grid *g, const float *boxes, const uint32_t *ids, size_t n,
+                    uint64_t *keys) {
+    simd_active()->cell_keys(g, boxes, ids, n, keys);
 }
 
 /* Read once; racing first callers compute the same answer (0 unknown, 1 no, 2 yes). CPUID

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cell_keys.h"
 #include "overlap.h"
 
 /* Declared for every variant so that both overlap.c and overlap_wide.c see one prototype; only
@@ -138,6 +139,8 @@ typedef struct simd_kernels {
                                     size_t end, int dims);
     void (*stream_floats)(float *dst, const float *src, size_t count);
     void (*stream_fence)(void);
+    void (*cell_keys)(const simd_cell_grid *g, const float *boxes, const uint32_t *ids, size_t n,
+                      uint64_t *keys);
 } simd_kernels;
 
 /* The table for "avx2", "baseline" or "scalar"; NULL when that variant is not compiled in or

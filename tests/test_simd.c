@@ -38,6 +38,11 @@ static float rng_coord(uint64_t *state, int style) {
     }
 }
 
+/* Uniform in [0, 1). */
+static double rng_unit(uint64_t *state) {
+    return (double)(scene_splitmix64(state) >> 11) * 0x1p-53;
+}
+
 /* A non-negative length in the same style: a box extent or a radius. */
 static float rng_length(uint64_t *state, int style) {
     if (rng_below(state, 8) == 0) return 0.0f;
@@ -158,7 +163,8 @@ static const simd_kernels dispatch_kernels = {"dispatch",
                                               simd_boxes_first_invalid,
                                               simd_spheres_first_invalid,
                                               simd_stream_floats,
-                                              simd_stream_fence};
+                                              simd_stream_fence,
+                                              simd_cell_keys};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);
@@ -961,6 +967,133 @@ TEST(boxes_bounds_random) {
     }
 }
 
+/* The octree's keys (simd_cell_keys), every variant against a plain reference: frexp for the
+ * first level tried, then one level at a time up to the root, and the code interleaved bit by
+ * bit. The grids are the build's (a power-of-two root about the boxes' bounds, or larger), the
+ * looseness from strict to 4, and the boxes of every size, many with an edge on a cell's loose
+ * border or a point on a cell's corner, so that the closed tests meet their equalities. */
+static int ref_ceil_log2(double x) {
+    int e;
+    double f = frexp(x, &e);
+    return f == 0.5 ? e - 1 : e;
+}
+
+static uint64_t ref_cell_key(const simd_cell_grid *g, const float *box) {
+    int dims = g->dims, depth = g->depth;
+    double umin[3], umax[3], c[3], ext = 0.0;
+    for (int k = 0; k < dims; k++) {
+        umin[k] = ((double)box[k] - g->origin[k]) * g->scale;
+        umax[k] = ((double)box[4 + k] - g->origin[k]) * g->scale;
+        ext = fmax(ext, umax[k] - umin[k]);
+        c[k] = fmin(fmax(umin[k] * 0.5 + umax[k] * 0.5, 0.0), g->top);
+    }
+    int level = g->max_level;
+    if (ext > 0.0 && depth - ref_ceil_log2(ext / g->loose) < level)
+        level = depth - ref_ceil_log2(ext / g->loose);
+    if (level < 0) level = 0;
+    for (; level > 0; level--) {
+        double size = ldexp(1.0, depth - level), m = g->margin * size;
+        bool holds = true;
+        for (int k = 0; k < dims; k++) {
+            double lo = floor(c[k] / size) * size;
+            holds = holds && umin[k] >= lo - m && umax[k] <= lo + size + m;
+        }
+        if (holds) break;
+    }
+    uint64_t code = 0;
+    for (int k = 0; k < dims; k++) {
+        uint64_t cell = (uint64_t)floor(c[k] / ldexp(1.0, depth - level)) << (depth - level);
+        for (int b = 0; b * dims + k < 64 - g->level_bits; b++)
+            code |= (cell >> b & 1u) << (b * dims + k);
+    }
+    return code << g->level_bits | (uint64_t)level;
+}
+
+TEST(cell_keys_random) {
+    enum { N = 203 };
+    static const float loose[] = {1.0f, 1.25f, 1.5f, 2.0f, 4.0f};
+    float *boxes = aligned_alloc(32, N * 8 * sizeof(float));
+    uint32_t *ids = ids_new(N);
+    uint64_t want[N], got[N];
+    long long keys = 0, bordered = 0, levels[3] = {0, 0, 0};
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        uint64_t state = seed * 6151;
+        int dims = 2 + (int)(seed & 1), style = (int)(seed / 2 % STYLE_COUNT);
+        simd_cell_grid g;
+        g.dims = dims;
+        g.depth = dims == 3 ? 19 : 29;
+        g.max_level =
+            rng_below(&state, 4) == 0 ? (int)rng_below(&state, (uint32_t)g.depth + 1) : g.depth;
+        g.margin = ((double)loose[rng_below(&state, 5)] - 1.0) * 0.5;
+        g.loose = 1.0 + 2.0 * g.margin;
+        g.level_bits = 5;
+        g.top = ldexp(1.0, g.depth) - 1.0;
+        /* The root: about a random centre, a power of two wide (the build's choose_root). */
+        double side = ldexp(1.0, (int)rng_below(&state, 40) - 20);
+        if (style == STYLE_WIDE) side = ldexp(1.0, (int)rng_below(&state, 200) - 100);
+        g.scale = ldexp(1.0, g.depth) / side;
+        double centre[3];
+        for (int k = 0; k < 3; k++) {
+            centre[k] = (double)rng_coord(&state, style);
+            g.origin[k] = centre[k] - side * 0.5;
+        }
+        TEST_CONTEXT("seed %llu dims %d style %d margin %g max_level %d side %g",
+                     (unsigned long long)seed, dims, style, g.margin, g.max_level, side);
+        for (size_t i = 0; i < N; i++) {
+            float *b = boxes + 8 * i;
+            b[3] = b[7] = NAN; /* unused: must not matter */
+            for (int k = 0; k < 3; k++) {
+                double lo, hi;
+                uint32_t kind = rng_below(&state, 4);
+                int level = 1 + (int)rng_below(&state, (uint32_t)g.depth);
+                double cell = ldexp(1.0, g.depth - level); /* a cell's width, in grid units */
+                if (kind == 0) {                           /* anywhere, of any size */
+                    double len = side * ldexp(rng_unit(&state), -(int)rng_below(&state, 40)) * 2.0;
+                    lo = g.origin[k] + rng_unit(&state) * side - len * 0.5;
+                    hi = lo + len;
+                } else { /* an edge on a cell's loose border, or a point on its corner */
+                    double at = (double)rng_below(&state, 1u << (level < 8 ? level : 8)) * cell;
+                    double m = kind == 1 ? g.margin * cell : 0.0;
+                    lo = (at - m) / g.scale + g.origin[k];
+                    hi = kind == 3 ? lo : (at + cell + m) / g.scale + g.origin[k];
+                    if (kind == 2) hi = lo + (hi - lo) * rng_unit(&state);
+                    bordered++;
+                }
+                b[k] = (float)lo;
+                b[4 + k] = (float)hi < b[k] ? b[k] : (float)hi;
+            }
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < N; i++)
+            if (rng_below(&state, 6) != 0)
+                ids[n++] = (uint32_t)(rng_below(&state, 5) == 0 ? N - 1 - i : i);
+        for (size_t j = 0; j < n; j++) {
+            want[j] = ref_cell_key(&g, boxes + 8 * (size_t)ids[j]);
+            int lv = (int)(want[j] & 31u);
+            levels[lv == 0 ? 0 : lv == g.max_level ? 2 : 1]++;
+        }
+        keys += (long long)n;
+        for (int v = 0; v < VARIANT_COUNT; v++) {
+            const simd_kernels *kern = variant(v);
+            if (!kern) continue;
+            memset(got, 0xa5, sizeof got);
+            kern->cell_keys(&g, boxes, ids, n, got);
+            for (size_t j = 0; j < n; j++) {
+                TEST_CONTEXT("seed %llu dims %d style %d margin %g variant %s box %u",
+                             (unsigned long long)seed, dims, style, g.margin, variant_names[v],
+                             ids[j]);
+                REQUIRE(got[j] == want[j]);
+            }
+        }
+    }
+    printf("cell_keys_random: %lld keys, %lld bordered sides; at the root %lld, between %lld, "
+           "at max_level %lld\n",
+           keys, bordered, levels[0], levels[1], levels[2]);
+    CHECK(levels[0] > 0 && levels[1] > keys / 4 && levels[2] > 0);
+    free(ids);
+    free(boxes);
+}
+
 /* Validation of a caller's batch: random valid boxes and spheres (signed zeros, subnormals and
  * the largest floats among them) with a few bad elements planted (NaN, infinities, an inverted
  * box, a negative radius), in columns allocated exactly to the range's end so that
@@ -1376,10 +1509,6 @@ static float step_ulps(float x, int steps) {
     for (; steps > 0; steps--) x = nextafterf(x, INFINITY);
     for (; steps < 0; steps++) x = nextafterf(x, -INFINITY);
     return x;
-}
-
-static double rng_unit(uint64_t *state) {
-    return (double)(scene_splitmix64(state) >> 11) * 0x1p-53;
 }
 
 static void exact_near_boundary(int test) {
