@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     AGENT_GRAIN = 256, /* agents a worker takes at a time in the routes' own passes */
@@ -393,7 +394,18 @@ int crowd_runner_make(crowd_runner *r, const crowd *c, crowd_route route, int th
     return BROADPHASE_OK;
 }
 
+/* The client's pick over the agents, timed apart (r->pick_ms). */
+static void pick(crowd_runner *r, size_t n, void (*fn)(size_t, size_t, int, void *),
+                 pick_pass *pass) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    threads_for_ranges(threads_resolve(r->threads), n, AGENT_GRAIN, fn, pass);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->pick_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+}
+
 int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
+    r->pick_ms = 0.0;
     size_t n = c->count;
     int workers = threads_resolve(r->threads);
     pick_pass pass = {c, r, out};
@@ -413,7 +425,7 @@ int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
         s = broadphase_move_spheres(r->world, n, r->agent_ids, &sp);
         if (s == BROADPHASE_OK) s = broadphase_step(r->world, NULL);
         if (s == BROADPHASE_OK) s = broadphase_neighbours(r->world, &r->rows);
-        if (s == BROADPHASE_OK) threads_for_ranges(workers, n, AGENT_GRAIN, pick_from_rows, &pass);
+        if (s == BROADPHASE_OK) pick(r, n, pick_from_rows, &pass);
         return s;
     }
     case CROWD_BALLS:
@@ -427,8 +439,7 @@ int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
             size_t bad;
             s = broadphase_nearest_many_within(r->world, n, &pts, c->k + 1, c->distance,
                                                r->near_ids, r->near_d2, r->near_counts, &bad);
-            if (s == BROADPHASE_OK)
-                threads_for_ranges(workers, n, AGENT_GRAIN, pick_nearest, &pass);
+            if (s == BROADPHASE_OK) pick(r, n, pick_nearest, &pass);
             return s;
         }
         broadphase_spheres balls = {c->pos[0], c->pos[1], z, r->radius};
@@ -441,7 +452,7 @@ int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
             r->row_ids = malloc(r->row_capacity * sizeof *r->row_ids);
             if (!r->row_ids) return BROADPHASE_ERROR_OUT_OF_MEMORY;
         }
-        if (s == BROADPHASE_OK) threads_for_ranges(workers, n, AGENT_GRAIN, pick_from_rows, &pass);
+        if (s == BROADPHASE_OK) pick(r, n, pick_from_rows, &pass);
         return s;
     }
     default:

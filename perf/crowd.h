@@ -85,6 +85,9 @@ typedef struct crowd_runner {
     float *radius; /* the query balls' radii (balls), R/2 (rows) */
     /* the seed's tree */
     void *seed;
+    /* The last frame's client-side part, in ms: each agent's k nearest picked from its row
+     * (rows, balls) or its own hit dropped (nearest); 0 for the seed, which is all its own. */
+    double pick_ms;
 } crowd_runner;
 int crowd_runner_make(crowd_runner *r, const crowd *c, crowd_route route, int threads);
 /* One frame: the world brought to the crowd's positions and every neighbourhood into out. */
