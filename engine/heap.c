@@ -20,18 +20,23 @@ static size_t round_up(size_t n, size_t to) {
  * bytes an object, just under 4 MiB, were on 4 KB pages: its add 28-30 -> 18-25 ms; the first
  * step of 1e5 objects 24-26 -> 18-23 ms; NOTES row 201). The rounding costs at most 2 MB a
  * block, of address space; resident memory grew 2-12% (1e6 and 1e5 moving objects). */
-enum { HUGE_PAGE = 2u << 20 };
+/* Blocks from 1 MiB up take them too, rounded up to 2 MB: one such block on 4 KB pages met 256
+ * or more faults at 2.7-12 us each on the VM, against one fault and the zeroing of 2 MB (about
+ * 0.13 ms) on a huge page. The first list of the octree's flat search, and the first frame of
+ * 1e6 objects with it, were held up by their 1-2 MB blocks (NOTES row 214); resident memory grew
+ * 1-3 MB (moving, 1e5 and 1e6 objects, both trees). */
+enum { HUGE_PAGE = 2u << 20, HUGE_FROM = 1u << 20 };
 
 /* The alignment a block of `bytes` gets, and the size asked of the allocator. */
 static size_t block_align(size_t bytes) {
-    return bytes >= (size_t)HUGE_PAGE ? HUGE_PAGE : 64;
+    return bytes >= (size_t)HUGE_FROM ? HUGE_PAGE : 64;
 }
 
 static size_t block_size(size_t bytes) {
     return round_up(bytes ? bytes : 1, block_align(bytes ? bytes : 1));
 }
 
-/* Blocks from this size to the huge pages' are faulted in whole when made (MADV_POPULATE_WRITE,
+/* Blocks from this size to HUGE_FROM are faulted in whole when made (MADV_POPULATE_WRITE,
  * Linux 5.14 on; elsewhere the call fails and nothing changes): their 4 KB pages would each
  * cost a fault at first touch, and a fault costs far more than the page's zeroing on a
  * virtual machine (about 12 us a page on the 2-core VM, where the first step after the first
