@@ -18,12 +18,12 @@
 static bool world_enter(broadphase_world *w) {
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return false;
     w->generation++;
-    team_apply(&w->team);
+    w->entered_ms = team_enter(&w->team);
     return true;
 }
 
 static void world_leave(broadphase_world *w) {
-    team_release();
+    team_leave(&w->team, w->entered_ms);
     __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
 }
 

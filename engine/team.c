@@ -27,6 +27,12 @@ enum {
 /* One step held up for this share of its time shrinks the team at once (a time slice taken from
  * a short step); on the idle 2-core VM about 1 step in 300 at 1e5 objects passes 0.3. */
 #define TEAM_SHARE_AT_ONCE 0.5
+/* A call between steps that changes the world (a move, an add) shrinks the team when it was held
+ * up this long, for TEAM_SHARE_AT_ONCE of its time or more: under another process a move of
+ * 1e5 objects, 0.5 ms alone, took 3-4 ms on two threads in each of the steps before the
+ * team had shrunk (NOTES row 215). Less is left to the steps: such calls are short, and a
+ * kernel thread's tick would pass a smaller bar. */
+#define TEAM_CALL_STALL_MS 1.0
 /* The idle time is read at most this often (the kernel counts it in clock ticks, 1-10 ms). */
 #define TEAM_IDLE_SPAN_MS 100.0
 /* The idle cores over that span for a try at one thread more. */
@@ -72,6 +78,19 @@ int team_choose(team *t) {
     return t->size;
 }
 
+/* One thread fewer (a quarter of a large team: 16 threads under 8 other processes would
+ * otherwise take 8 held-up steps to halve); a try still on probation failed. */
+static void team_shrink(team *t) {
+    t->stall_share = 0.0;
+    t->size -= t->size >= 8 ? t->size / 4 : 1;
+    t->quiet = 0;
+    t->idle_mark_at = 0.0; /* the next reading starts a fresh span */
+    t->idle_cores = TEAM_IDLE_NOT_YET;
+    if (t->probation > 0)
+        t->patience = t->patience * 2 > TEAM_PATIENCE_MOST ? TEAM_PATIENCE_MOST : t->patience * 2;
+    t->probation = 0;
+}
+
 void team_observe(team *t, double stalled_ms, double step_ms) {
     bool held_up = stalled_ms >= TEAM_STALL_MS && stalled_ms >= TEAM_STALL_SHARE * step_ms;
     if (held_up) t->preempted_steps++;
@@ -79,21 +98,16 @@ void team_observe(team *t, double stalled_ms, double step_ms) {
     double share = step_ms > 0.0 ? stalled_ms / step_ms : 0.0;
     if (share > 1.0) share = 1.0;
     t->stall_share += TEAM_SHARE_WEIGHT * (share - t->stall_share);
-    if ((t->stall_share > TEAM_SHARE_TO_SHRINK || share >= TEAM_SHARE_AT_ONCE) && t->size > 1) {
-        t->stall_share = 0.0;
-        /* A quarter of a large team at a time (16 threads under 8 other processes would
-         * otherwise take 8 held-up steps to halve), one thread of a small one. */
-        t->size -= t->size >= 8 ? t->size / 4 : 1;
-        t->quiet = 0;
-        t->idle_mark_at = 0.0; /* the next reading starts a fresh span */
-        t->idle_cores = TEAM_IDLE_NOT_YET;
-        if (t->probation > 0)
-            t->patience =
-                t->patience * 2 > TEAM_PATIENCE_MOST ? TEAM_PATIENCE_MOST : t->patience * 2;
-        t->probation = 0;
-    } else if (t->probation > 0 && --t->probation == 0) {
+    if ((t->stall_share > TEAM_SHARE_TO_SHRINK || share >= TEAM_SHARE_AT_ONCE) && t->size > 1)
+        team_shrink(t);
+    else if (t->probation > 0 && --t->probation == 0)
         t->patience = TEAM_PATIENCE_FIRST;
-    }
+}
+
+void team_observe_call(team *t, double stalled_ms, double call_ms) {
+    if (t->fixed || t->size <= 1) return;
+    if (stalled_ms >= TEAM_CALL_STALL_MS && stalled_ms >= TEAM_SHARE_AT_ONCE * call_ms)
+        team_shrink(t);
 }
 
 int team_begin(team *t) {
@@ -110,6 +124,17 @@ void team_apply(const team *t) {
 }
 
 void team_release(void) {
+    threads_set_team_limit(0);
+}
+
+double team_enter(const team *t) {
+    (void)threads_take_stalled_ms(); /* what calls before saw is not this call's */
+    team_apply(t);
+    return clock_now_ms();
+}
+
+void team_leave(team *t, double entered_ms) {
+    team_observe_call(t, threads_take_stalled_ms(), clock_now_ms() - entered_ms);
     threads_set_team_limit(0);
 }
 

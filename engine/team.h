@@ -38,6 +38,9 @@ bool team_needs_reading(const team *t, double now_ms);
 void team_take_reading(team *t, double now_ms, double idle_core_ms);
 int team_choose(team *t);
 void team_observe(team *t, double stalled_ms, double step_ms);
+/* A call between steps that changes the world ran call_ms and was held up stalled_ms: held up
+ * for most of it, the team shrinks at once, as after such a step; else nothing changes. */
+void team_observe_call(team *t, double stalled_ms, double call_ms);
 
 /* The step's calls, with the clock and the system: */
 /* Sets the calling thread's limit for the step's parallel calls; returns the team's size. */
@@ -47,6 +50,11 @@ int team_begin(team *t);
  * the step has just given up; team_release lifts the limit again. */
 void team_apply(const team *t);
 void team_release(void);
+/* The same for a call that changes the world (it holds the world alone): team_enter applies the
+ * team and returns the time; team_leave, given it, lifts the limit, and shrinks the team when
+ * the call's parallel work was held up for most of its time (team_observe_call). */
+double team_enter(const team *t);
+void team_leave(team *t, double entered_ms);
 /* After a step that took step_ms: how long its parallel calls were held up sizes the next
  * team. */
 void team_end(team *t, double step_ms);

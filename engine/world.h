@@ -69,7 +69,8 @@ struct broadphase_world {
     broadphase_stats stats;
     heap heap; /* every allocation of the world */
     size_t last_error_index;
-    int busy; /* accessed with atomics: a mutation while a step runs is refused */
+    int busy;          /* accessed with atomics: a mutation while a step runs is refused */
+    double entered_ms; /* when the running mutation began (team_enter) */
 
     /* Counts mutating calls and steps, so that the queries know when to catch up (query.h). */
     uint64_t generation;

@@ -972,6 +972,22 @@ TEST(team_policy) {
     for (int f = 0; f < 64; f++) team_observe(&t, 0.0, 10.0);
     CHECK_EQ_INT(t.size, 2);
     CHECK_EQ_INT(t.patience, 16);
+    /* A call that changes the world (a move) held up for most of it, 1 ms or more, shrinks the
+     * team at once; one held up less, or for less of it, does not; nor does it enter the steps'
+     * average. */
+    team u;
+    team_init(&u, 2, false);
+    team_observe_call(&u, 0.9, 1.0); /* under 1 ms */
+    team_observe_call(&u, 1.9, 4.0); /* under half */
+    CHECK_EQ_INT(u.size, 2);
+    CHECK(u.stall_share == 0.0);
+    team_observe_call(&u, 2.0, 4.0);
+    CHECK_EQ_INT(u.size, 1);
+    team_observe_call(&u, 4.0, 4.0); /* never below one */
+    CHECK_EQ_INT(u.size, 1);
+    team_init(&u, 2, true);
+    team_observe_call(&u, 4.0, 4.0); /* fixed never moves */
+    CHECK_EQ_INT(u.size, 2);
     /* Where the system does not say how idle the machine is, the patience alone paces tries. */
     team_observe(&t, 9.0, 10.0);
     CHECK_EQ_INT(t.size, 1);
