@@ -44,9 +44,13 @@ typedef struct build_ctx {
     int dims, leaf_size, max_depth;
 } build_ctx;
 
+/* A node to build: its records [begin, end), and their centres' bounds when the parent's
+ * partition found them (bounded). */
 typedef struct build_task {
     const build_ctx *b;
     uint32_t node, begin, end;
+    bool bounded;
+    float lo[3], hi[3];
 } build_task;
 
 static void build_node(void *p, int worker);
@@ -121,11 +125,13 @@ static void finish_own(kd_node *n, kd_record *rec, uint32_t begin, uint32_t end,
     n->reach = nextafterf(reach, INFINITY); /* never below the exact largest extent */
 }
 
-/* The split of records [begin, end): the longest side of their centres' bounds, at its
- * midpoint. False when every centre is the same (nothing separates them). */
-static bool choose_split(const kd_record *rec, uint32_t begin, uint32_t end, int dims,
-                         int *axis_out, float *plane_out) {
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+/* The bounds of the centres of records [begin, end). */
+static void centre_bounds(const kd_record *rec, uint32_t begin, uint32_t end, int dims, float lo[3],
+                          float hi[3]) {
+    for (int k = 0; k < 3; k++) {
+        lo[k] = INFINITY;
+        hi[k] = -INFINITY;
+    }
     for (uint32_t i = begin; i < end; i++) {
         for (int k = 0; k < dims; k++) {
             float c = rec[i].min[k] * 0.5f + rec[i].max[k] * 0.5f;
@@ -133,6 +139,12 @@ static bool choose_split(const kd_record *rec, uint32_t begin, uint32_t end, int
             hi[k] = c > hi[k] ? c : hi[k];
         }
     }
+}
+
+/* The split for centres within [lo, hi]: the longest side, at its midpoint. False when every
+ * centre is the same (nothing separates them). */
+static bool choose_split(const float lo[3], const float hi[3], int dims, int *axis_out,
+                         float *plane_out) {
     int axis = 0;
     float extent = hi[0] - lo[0];
     for (int k = 1; k < dims; k++) {
@@ -147,16 +159,36 @@ static bool choose_split(const kd_record *rec, uint32_t begin, uint32_t end, int
     return true;
 }
 
+/* Widens [lo, hi] by record r's centre. */
+static inline void take_centre(const kd_record *r, int dims, float lo[3], float hi[3]) {
+    for (int k = 0; k < dims; k++) {
+        float c = r->min[k] * 0.5f + r->max[k] * 0.5f;
+        lo[k] = c < lo[k] ? c : lo[k];
+        hi[k] = c > hi[k] ? c : hi[k];
+    }
+}
+
 /* Three-way partition of records [begin, end) by the plane: the straddlers (kept in the node)
- * in [begin, *own_end), then the left side (max < plane) up to *right, then the right side. */
-static void partition(kd_record *rec, uint32_t begin, uint32_t end, int axis, float plane,
-                      uint32_t *own_end_out, uint32_t *right_out) {
+ * in [begin, *own_end), then the left side (max < plane) up to *right, then the right side;
+ * each side's centres' bounds into side_lo/side_hi[0] (left) and [1] (right), so that the
+ * children need no pass of their own to choose their splits (the same bounds, so the same
+ * tree). */
+static void partition(kd_record *rec, uint32_t begin, uint32_t end, int axis, float plane, int dims,
+                      uint32_t *own_end_out, uint32_t *right_out, float side_lo[2][3],
+                      float side_hi[2][3]) {
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 3; k++) {
+            side_lo[s][k] = INFINITY;
+            side_hi[s][k] = -INFINITY;
+        }
     uint32_t own_end = begin, mid = begin, right = end;
     while (mid < right) {
         kd_record r = rec[mid];
         if (r.max[axis] < plane) {
+            take_centre(&r, dims, side_lo[0], side_hi[0]);
             mid++;
         } else if (r.min[axis] > plane) {
+            take_centre(&r, dims, side_lo[1], side_hi[1]);
             right--;
             rec[mid] = rec[right];
             rec[right] = r;
@@ -189,13 +221,20 @@ static void build_node(void *p, int worker) {
         return;
     }
     int axis;
-    float plane;
-    if (!choose_split(rec, begin, end, b->dims, &axis, &plane)) {
+    float plane, lo[3], hi[3];
+    if (task->bounded) {
+        memcpy(lo, task->lo, sizeof lo);
+        memcpy(hi, task->hi, sizeof hi);
+    } else {
+        centre_bounds(rec, begin, end, b->dims, lo, hi);
+    }
+    if (!choose_split(lo, hi, b->dims, &axis, &plane)) {
         finish_own(n, rec, begin, end, b->dims, -1);
         return;
     }
     uint32_t own_end, right;
-    partition(rec, begin, end, axis, plane, &own_end, &right);
+    float side_lo[2][3], side_hi[2][3];
+    partition(rec, begin, end, axis, plane, b->dims, &own_end, &right, side_lo, side_hi);
     if (own_end == end) { /* everything straddles: stays a leaf */
         finish_own(n, rec, begin, end, b->dims, -1);
         return;
@@ -230,7 +269,10 @@ static void build_node(void *p, int worker) {
         c->axis = 0;
         c->plane = 0.0f;
         n->child[side] = ci;
-        sub[subs++] = (build_task){b, ci, ranges[side][0], ranges[side][1]};
+        build_task *st = &sub[subs++];
+        *st = (build_task){b, ci, ranges[side][0], ranges[side][1], true, {0, 0, 0}, {0, 0, 0}};
+        memcpy(st->lo, side_lo[side], sizeof st->lo);
+        memcpy(st->hi, side_hi[side], sizeof st->hi);
     }
     if (subs == 2 && end - begin > TASK_CUTOFF) {
         threads_spawn(build_node, &sub[0]);
@@ -409,7 +451,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
         t->overflow = false;
         t->node_count = 1;
         root_init(&t->nodes[0]);
-        build_task root = {&b, 0, 0, count};
+        build_task root = {&b, 0, 0, count, false, {0, 0, 0}, {0, 0, 0}};
         threads_run_tasks(w->workers, build_node, &root);
         if (!t->overflow) break;
         /* A partition is not undone, but rebuilding from the same records is still exact. */
