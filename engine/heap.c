@@ -36,12 +36,14 @@ static size_t block_size(size_t bytes) {
     return round_up(bytes ? bytes : 1, block_align(bytes ? bytes : 1));
 }
 
-/* Blocks from this size to HUGE_FROM are faulted in whole when made (MADV_POPULATE_WRITE,
- * Linux 5.14 on; elsewhere the call fails and nothing changes): their 4 KB pages would each
- * cost a fault at first touch, and a fault costs far more than the page's zeroing on a
- * virtual machine (about 12 us a page on the 2-core VM, where the first step after the first
- * met some 300 of them: a 3 ms spike on a 3 ms frame at 1e5 objects). Huge-page blocks are
- * left to their first touch, which the workers share. */
+/* Blocks from this size up to one huge page are faulted in whole when made
+ * (MADV_POPULATE_WRITE, Linux 5.14 on; elsewhere the call fails and nothing changes): the
+ * pass that first writes them is often the first refit or search after a build, and a first
+ * touch costs far more than the page's zeroing on a virtual machine (about 12 us a 4 KB page on
+ * the 2-core VM, where the first step after the first met some 300 of them: a 3 ms spike on a
+ * 3 ms frame at 1e5 objects; the kd-tree's refit arrays of 1-2 MB, left to their first touch on
+ * huge pages, cost its second step at 1e6 some 12 ms: NOTES row 222). Larger blocks are left to
+ * their first touch, which the workers share. */
 enum { POPULATE_FROM = 64u << 10 };
 
 #ifdef MADV_POPULATE_WRITE
@@ -65,7 +67,7 @@ void *heap_alloc(heap *h, size_t bytes) {
         if (p && align == HUGE_PAGE) madvise(p, block_size(bytes), MADV_HUGEPAGE);
 #endif
 #ifdef MADV_POPULATE_WRITE
-        if (p && align != HUGE_PAGE && bytes >= POPULATE_FROM) populate(p, bytes);
+        if (p && bytes >= POPULATE_FROM && bytes <= (size_t)HUGE_PAGE) populate(p, bytes);
 #endif
     }
     if (p) {
