@@ -371,7 +371,13 @@ void kd_refit_prepare(broadphase_world *w, kdtree *t) {
     size_t chunks =
         threads_chunk_count(t->slots.count, kd_slot_chunk_size(t->slots.count, w->workers));
     /* (the objects the build took in are not new to it) */
-    if (refit_reserve(w, t, chunks, 0)) tree_slots_ready(w, &t->slots, 1 - t->slots.cur, 0);
+    if (!refit_reserve(w, t, chunks, 0)) return;
+    tree_slots_ready(w, &t->slots, 1 - t->slots.cur, 0);
+    /* What the first refit writes: every slot's destination, the movers (an eighth at most in
+     * a step, usually far fewer) and their grouping. */
+    tree_touch(w, t->dest, t->dest_capacity * sizeof *t->dest);
+    tree_touch(w, t->moves, t->move_capacity / 8 * sizeof *t->moves);
+    tree_touch(w, t->moves_tmp, t->moves_tmp_capacity / 8 * sizeof *t->moves_tmp);
 }
 
 broadphase_status kd_refit(broadphase_world *w, kdtree *t) {

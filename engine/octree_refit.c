@@ -757,8 +757,13 @@ static size_t pending_limit(const octree *t) {
 
 void oc_refit_prepare(broadphase_world *w, octree *t) {
     if (w->config.update == BROADPHASE_UPDATE_REBUILD) return;
-    (void)refit_reserve(w, t, 0, 0); /* (the objects the build took in are not new to it) */
+    /* (the objects the build took in are not new to it) */
+    if (!refit_reserve(w, t, 0, 0)) return;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
+    /* What the first refit writes, as the kd-tree's (kd_refit_prepare) */
+    tree_touch(w, t->dest, t->dest_capacity * sizeof *t->dest);
+    tree_touch(w, t->moves, t->move_capacity / 8 * sizeof *t->moves);
+    tree_touch(w, t->moves_tmp, t->move_capacity / 8 * sizeof *t->moves_tmp);
 }
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */

@@ -111,8 +111,9 @@ void pairs_release(pairs_state *ps, heap *h);
 void pairs_keep_previous(pairs_state *ps);
 /* The buffer the next list goes to, made now as large as the current one's when there is none
  * yet: after a world's first step, so that its second does not make it (the first touch of its
- * pages made that step stand out). Best effort: on out of memory the next step makes it. */
-void pairs_reserve_next(pairs_state *ps, heap *h);
+ * pages made that step stand out), and its pages touched on `workers` threads as far as this
+ * list reaches. Best effort: on out of memory the next step makes it. */
+void pairs_reserve_next(pairs_state *ps, heap *h, int workers);
 
 static inline void pairs_writer_push(pairs_writer *wr, uint32_t a, uint32_t b) {
     uint64_t lo = a < b ? a : b, hi = a < b ? b : a;

@@ -123,7 +123,7 @@ broadphase_status broadphase_step(broadphase_world *w, broadphase_pairs *pairs_o
         w->neighbours.valid = false;
         w->stats.step_threads = (size_t)team_begin(&w->team);
         s = run_phases(w, current);
-        if (keep && s == BROADPHASE_OK) pairs_reserve_next(&w->pairs, &w->heap);
+        if (keep && s == BROADPHASE_OK) pairs_reserve_next(&w->pairs, &w->heap, w->workers);
         team_end(&w->team, clock_now_ms() - start);
         w->stats.preempted_steps = w->team.preempted_steps;
     }

@@ -83,6 +83,15 @@ void tree_slots_ready(broadphase_world *w, tree_slots *t, int b, size_t written)
     t->filled[b] = true;
 }
 
+static void touch_range(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    memset((char *)p + begin, 0, end - begin);
+}
+
+void tree_touch(broadphase_world *w, void *p, size_t bytes) {
+    if (p && bytes) threads_for_ranges(w->workers, bytes, (size_t)1 << 20, touch_range, p);
+}
+
 void tree_slots_warm(broadphase_world *w, tree_slots *t, int b, size_t slots) {
     if (t->filled[b]) return;
     size_t stride = slot_stride(t->capacity), from = t->warm[b];

@@ -43,6 +43,10 @@ void tree_slots_ready(broadphase_world *w, tree_slots *s, int b, size_t written)
  * than all in the step that first lays the slots out (moving 1e6: 110 ms in one step, against
  * 40 a slice spread over 17 steps on this VM; perf/NOTES.md row 177). Ready once all are. */
 void tree_slots_warm(broadphase_world *w, tree_slots *s, int b, size_t slots);
+/* Zeroes [p, p + bytes) on the workers: a build's first touch of the arrays the first refit
+ * writes, so that the step after the build does not meet it (the kd-tree at 1e6: 12-17 ms of
+ * that step, where the VM had to find the pages; perf/NOTES.md row 222). */
+void tree_touch(broadphase_world *w, void *p, size_t bytes);
 
 /* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:
  * gathered object by object (tree_refit_read), then streamed column by column
