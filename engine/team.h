@@ -3,7 +3,9 @@
  * the parallel call it is in until it runs again: a step that costs a millisecond can take ten.
  * So the team follows what the machine gives. When the recent steps spent a noticeable share of
  * their time held up that way (threads_take_stalled_ms), the next steps run on fewer threads (a
- * quarter fewer from 8 on, else one).
+ * quarter fewer from 8 on, else one); never for one held-up step alone, which an idle virtual
+ * machine's passing stalls give now and then: the step before it, or a call that changed the
+ * world since, must have been held up too.
  * While the team is short, the machine's idle time is read every so often (threads_idle_core_ms);
  * after a quiet spell, if a core stood idle, the steps try one thread more, and if the team has to
  * shrink again soon after, the next try waits twice as long. The work is cut the same way for any
@@ -25,6 +27,7 @@ typedef struct team {
     double idle_mark_ms;      /* the idle time at the last reading (threads_idle_core_ms) */
     double idle_mark_at;      /* when it was read (clock_now_ms), 0 before the first */
     uint64_t preempted_steps; /* steps held up by a thread taken off its core */
+    bool held_last;           /* the last step (or a call since) was held up */
 } team;
 
 void team_init(team *t, int workers, bool fixed);
@@ -39,7 +42,8 @@ void team_take_reading(team *t, double now_ms, double idle_core_ms);
 int team_choose(team *t);
 void team_observe(team *t, double stalled_ms, double step_ms);
 /* A call between steps that changes the world ran call_ms and was held up stalled_ms: held up
- * for most of it, the team shrinks at once, as after such a step; else nothing changes. */
+ * for most of it, and the last step (or a call since) held up too, the team shrinks at once, as
+ * after such a step; held up, it counts as the last one held up for the next. */
 void team_observe_call(team *t, double stalled_ms, double call_ms);
 
 /* The step's calls, with the clock and the system: */

@@ -902,10 +902,11 @@ TEST(derived_bounds_stay_finite) {
 /* ---- the team a step runs on (team.h) ----------------------------------------------------------
  */
 
-/* The team's decisions, fed figures: small stalls now and then keep it whole; a step held up for
- * most of its time, or steps held up again and again, shrink it one thread at a time, never
- * below one; it tries one thread more only after its patience and with a core idle; a try that
- * must shrink again soon doubles the patience, one that holds resets it; fixed never moves. */
+/* The team's decisions, fed figures: small stalls now and then keep it whole, and so does one
+ * held-up step alone, however long; a second step held up for most of its time right after, or
+ * steps held up again and again, shrink it one thread at a time, never below one; it tries one
+ * thread more only after its patience and with a core idle; a try that must shrink again soon
+ * doubles the patience, one that holds resets it; fixed never moves. */
 TEST(team_policy) {
     team t;
     team_init(&t, 4, false);
@@ -922,12 +923,19 @@ TEST(team_policy) {
     team_observe(&t, 0.2, 1.0);
     team_observe(&t, 0.4, 10.0);
     CHECK_EQ_INT(t.preempted_steps, 20);
-    /* One step held up for 4 of its 10 ms: not yet; for 5 of 10: one thread fewer at once. */
+    /* One step held up for the whole of its 10 ms, alone: a passing stall, nothing changes. */
     team_choose(&t);
-    team_observe(&t, 4.0, 10.0);
+    team_observe(&t, 10.0, 10.0);
     CHECK_EQ_INT(t.size, 4);
     for (int f = 0; f < 20; f++) team_observe(&t, 0.0, 10.0); /* the average decays */
+    /* Two in a row held up for 3 of their 10 ms: not yet; for 5 of 10: one thread fewer. */
+    team_observe(&t, 3.0, 10.0);
+    team_observe(&t, 3.0, 10.0);
+    CHECK_EQ_INT(t.size, 4);
+    for (int f = 0; f < 20; f++) team_observe(&t, 0.0, 10.0);
     team_choose(&t);
+    team_observe(&t, 5.0, 10.0);
+    CHECK_EQ_INT(t.size, 4);
     team_observe(&t, 5.0, 10.0);
     CHECK_EQ_INT(t.size, 3);
     CHECK_EQ_INT(team_choose(&t), 3);
@@ -959,6 +967,7 @@ TEST(team_policy) {
     CHECK_EQ_INT(t.size, 2);
     /* Held up again soon after: back to one, and the next try waits twice as long. */
     team_observe(&t, 8.0, 10.0);
+    team_observe(&t, 8.0, 10.0);
     CHECK_EQ_INT(t.size, 1);
     CHECK_EQ_INT(t.patience, 32);
     now += 100.0, idle += 90.0;
@@ -972,15 +981,26 @@ TEST(team_policy) {
     for (int f = 0; f < 64; f++) team_observe(&t, 0.0, 10.0);
     CHECK_EQ_INT(t.size, 2);
     CHECK_EQ_INT(t.patience, 16);
-    /* A call that changes the world (a move) held up for most of it, 1 ms or more, shrinks the
-     * team at once; one held up less, or for less of it, does not; nor does it enter the steps'
-     * average. */
+    /* A call that changes the world (a move) held up for most of it, 1 ms or more, right after
+     * another such call or a held-up step, shrinks the team at once; alone it does not, nor
+     * one held up less, or for less of it; nor does it enter the steps' average. */
     team u;
     team_init(&u, 2, false);
     team_observe_call(&u, 0.9, 1.0); /* under 1 ms */
     team_observe_call(&u, 1.9, 4.0); /* under half */
+    team_observe_call(&u, 1.9, 4.0);
     CHECK_EQ_INT(u.size, 2);
     CHECK(u.stall_share == 0.0);
+    team_observe_call(&u, 2.0, 4.0); /* alone */
+    CHECK_EQ_INT(u.size, 2);
+    team_observe(&u, 0.0, 10.0); /* a quiet step between */
+    team_observe_call(&u, 2.0, 4.0);
+    CHECK_EQ_INT(u.size, 2);
+    team_observe_call(&u, 2.0, 4.0);
+    CHECK_EQ_INT(u.size, 1);
+    team_init(&u, 2, false);
+    team_observe(&u, 6.0, 10.0); /* a held-up step, then a held-up move */
+    CHECK_EQ_INT(u.size, 2);
     team_observe_call(&u, 2.0, 4.0);
     CHECK_EQ_INT(u.size, 1);
     team_observe_call(&u, 4.0, 4.0); /* never below one */
@@ -990,6 +1010,7 @@ TEST(team_policy) {
     CHECK_EQ_INT(u.size, 2);
     /* Where the system does not say how idle the machine is, the patience alone paces tries. */
     team_observe(&t, 9.0, 10.0);
+    team_observe(&t, 9.0, 10.0);
     CHECK_EQ_INT(t.size, 1);
     team_take_reading(&t, now + 500.0, -1.0);
     steps = 0;
@@ -997,6 +1018,8 @@ TEST(team_policy) {
     CHECK_EQ_INT(steps, 15);
     /* A large team loses a quarter at a time: 16, 12, 9, 7, then one at a time. */
     team_init(&t, 16, false);
+    team_observe(&t, 9.0, 10.0);
+    CHECK_EQ_INT(t.size, 16);
     static const int sizes[] = {12, 9, 7, 6, 5, 4, 3, 2, 1, 1};
     for (int i = 0; i < 10; i++) {
         team_choose(&t);

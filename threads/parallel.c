@@ -76,6 +76,7 @@ int threads_worker_index(void) {
 static _Thread_local int threads_team_limit;
 static _Thread_local double threads_stalled_ms;
 static _Thread_local int threads_shrink_countdown; /* threads_shrink_after_calls */
+static _Thread_local int threads_held_calls;       /* held-up calls since the limit was set */
 
 void threads_shrink_after_calls(int calls) {
     threads_shrink_countdown = calls > 0 ? calls : 0;
@@ -93,6 +94,7 @@ static void threads_count_inline_call(void) {
 
 void threads_set_team_limit(int limit) {
     threads_team_limit = limit > 0 ? limit : 0;
+    threads_held_calls = 0;
 }
 
 double threads_take_stalled_ms(void) {
@@ -155,8 +157,12 @@ static double threads_most(double *stalls, int count) {
     return most;
 }
 
-/* A call held up at least this long, for at least half its time, shrinks the caller's limit at
- * once (threads_shrink_after_calls). A thread that waits for a core waits a time slice. */
+/* A call held up at least this long, for at least half its time, is held up; the second such
+ * call since the caller's limit was set shrinks the limit at once (threads_shrink_after_calls
+ * forces it). A thread that waits for a core waits a time slice. One held-up call alone does
+ * not: on an idle virtual machine a vCPU is taken now and then for a millisecond or more (3-14
+ * steps in 120-300 of `moving`), and the rest of such a step ran on one thread, half as fast,
+ * where another process taking a core holds up call after call (perf/NOTES.md row 223). */
 #define THREADS_SHRINK_MS 1.0
 
 /* A call on `team` threads, opened at opened_ms, is over: its stall counted, and the caller's
@@ -167,7 +173,8 @@ static void threads_call_done(double *stalls, int team, double opened_ms) {
     bool forced = threads_shrink_countdown > 0 && --threads_shrink_countdown == 0;
     if (threads_team_limit <= 1 || team <= 1) return;
     double wall = threads_clock_ms(CLOCK_MONOTONIC) - opened_ms;
-    if (forced || (most >= THREADS_SHRINK_MS && most >= 0.5 * wall)) {
+    bool held = most >= THREADS_SHRINK_MS && most >= 0.5 * wall;
+    if (forced || (held && ++threads_held_calls >= 2)) {
         int t = team < threads_team_limit ? team : threads_team_limit;
         t -= t >= 8 ? t / 4 : 1;
         threads_team_limit = t > 1 ? t : 1;
