@@ -624,12 +624,31 @@ static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t 
     /* Sized for every object moving at once (twice over for the splits' grouping), so that the
      * number of movers, which changes every step, never makes a step allocate. */
     if (need > t->move_capacity) {
-        size_t c1 = t->move_capacity, c2 = c1, c3 = t->ref_capacity, c4 = c3;
-        if (!heap_grow(&w->heap, (void **)&t->moves, &c1, need, sizeof(uint64_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->moves_tmp, &c2, c1, sizeof(uint64_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->refs, &c3, 2 * c1, sizeof(uint32_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->refs_tmp, &c4, c3, sizeof(uint32_t), 0))
+        /* The four are made before any old one goes (their contents need not stay), so that
+         * out of memory leaves each with the capacity its shared field says. */
+        heap *h = &w->heap;
+        size_t c1 = t->move_capacity + t->move_capacity / 2;
+        c1 = c1 < need ? need : c1 < 16 ? 16 : c1;
+        size_t c3 = t->ref_capacity + t->ref_capacity / 2;
+        c3 = c3 < 2 * c1 ? 2 * c1 : c3;
+        if (c3 > SIZE_MAX / sizeof(uint64_t)) return false;
+        uint64_t *m = heap_alloc(h, c1 * sizeof *m), *mt = heap_alloc(h, c1 * sizeof *mt);
+        uint32_t *r = heap_alloc(h, c3 * sizeof *r), *rt = heap_alloc(h, c3 * sizeof *rt);
+        if (!m || !mt || !r || !rt) {
+            heap_free(h, m, c1 * sizeof *m);
+            heap_free(h, mt, c1 * sizeof *mt);
+            heap_free(h, r, c3 * sizeof *r);
+            heap_free(h, rt, c3 * sizeof *rt);
             return false;
+        }
+        heap_free(h, t->moves, t->move_capacity * sizeof *t->moves);
+        heap_free(h, t->moves_tmp, t->move_capacity * sizeof *t->moves_tmp);
+        heap_free(h, t->refs, t->ref_capacity * sizeof *t->refs);
+        heap_free(h, t->refs_tmp, t->ref_capacity * sizeof *t->refs_tmp);
+        t->moves = m;
+        t->moves_tmp = mt;
+        t->refs = r;
+        t->refs_tmp = rt;
         t->move_capacity = c1;
         t->ref_capacity = c3;
     }
@@ -760,10 +779,13 @@ void oc_refit_prepare(broadphase_world *w, octree *t) {
     /* (the objects the build took in are not new to it) */
     if (!refit_reserve(w, t, 0, 0)) return;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
-    /* What the first refit writes, as the kd-tree's (kd_refit_prepare) */
+    /* What the first refit writes, once for arrays of a size, as the kd-tree's
+     * (kd_refit_prepare) */
+    if (t->touched_capacity == t->dest_capacity) return;
     tree_touch(w, t->dest, t->dest_capacity * sizeof *t->dest);
     tree_touch(w, t->moves, t->move_capacity / 8 * sizeof *t->moves);
     tree_touch(w, t->moves_tmp, t->move_capacity / 8 * sizeof *t->moves_tmp);
+    t->touched_capacity = t->dest_capacity;
 }
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
