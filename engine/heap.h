@@ -17,8 +17,9 @@ typedef struct heap {
     broadphase_allocator allocator; /* the user's (broadphase_config.allocator), or all NULL */
 } heap;
 
-/* At least `bytes` bytes, 64-byte aligned (2 MiB aligned, with transparent huge pages asked
- * for, from 2 MiB up); NULL on out of memory. */
+/* At least `bytes` bytes, 64-byte aligned (2 MiB aligned and rounded up, with transparent huge
+ * pages asked for, from 1 MiB up; faulted in whole when made from 64 KiB up to 2 MiB); NULL on
+ * out of memory. */
 void *heap_alloc(heap *h, size_t bytes);
 /* Gives back p (NULL is fine), allocated with `bytes` bytes. */
 void heap_free(heap *h, void *p, size_t bytes);

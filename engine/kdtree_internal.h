@@ -114,6 +114,7 @@ struct kdtree {
     /* Refit scratch (kdtree_refit.c), by slot, by node and by mover. */
     uint32_t *dest; /* by slot: the node it moves to during a refit, or DEAD */
     size_t dest_capacity;
+    size_t touched_capacity; /* dest_capacity when the build last touched the refit's arrays */
     uint32_t *own_count, *new_begin, *arrive_first, *arrive_end;
     size_t own_count_capacity, new_begin_capacity, arrive_first_capacity, arrive_end_capacity;
     uint64_t *moves, *moves_tmp;

@@ -373,11 +373,13 @@ void kd_refit_prepare(broadphase_world *w, kdtree *t) {
     /* (the objects the build took in are not new to it) */
     if (!refit_reserve(w, t, chunks, 0)) return;
     tree_slots_ready(w, &t->slots, 1 - t->slots.cur, 0);
-    /* What the first refit writes: every slot's destination, the movers (an eighth at most in
-     * a step, usually far fewer) and their grouping. */
+    /* What the first refit writes, once for arrays of a size: every slot's destination, the
+     * movers (usually far fewer than an eighth in a step) and their grouping. */
+    if (t->touched_capacity == t->dest_capacity) return;
     tree_touch(w, t->dest, t->dest_capacity * sizeof *t->dest);
     tree_touch(w, t->moves, t->move_capacity / 8 * sizeof *t->moves);
     tree_touch(w, t->moves_tmp, t->moves_tmp_capacity / 8 * sizeof *t->moves_tmp);
+    t->touched_capacity = t->dest_capacity;
 }
 
 broadphase_status kd_refit(broadphase_world *w, kdtree *t) {

@@ -137,7 +137,7 @@ static void write_keys(size_t chunk, int worker, void *p) {
                         t->depth,
                         t->max_level,
                         LEVEL_BITS};
-    simd_cell_keys(&g, w->store.box[0].lo, vals, n, t->keys + at);
+    simd_cell_keys(&g, (const float *)(const void *)w->store.box, vals, n, t->keys + at);
 }
 
 typedef struct build_task {

@@ -120,7 +120,8 @@ struct octree {
     size_t node_of_capacity;
     uint32_t *dest; /* by slot: the node it belongs in now, or DEAD */
     size_t dest_capacity;
-    uint32_t *slot_node; /* by slot: the node holding it */
+    size_t touched_capacity; /* dest_capacity when the build last touched the refit's arrays */
+    uint32_t *slot_node;     /* by slot: the node holding it */
     size_t slot_node_capacity;
     uint32_t *add_dest; /* by entry of w->added: the node it goes to, or NONE */
     size_t add_dest_capacity;

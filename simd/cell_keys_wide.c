@@ -1,8 +1,8 @@
 /* The octree keys' AVX2 variant (see cell_keys.h), four boxes at a time in double, on SIMDe;
  * compiled with -mavx2 only. It agrees bit for bit with the scalar twin in cell_keys.c: the same
  * double operations in the same order, no FMA. Four boxes that need more than the first three
- * levels tried (strict cells) or whose longest side divided by the looseness is subnormal go
- * through the twin. */
+ * levels tried (strict or nearly strict cells) or whose longest side divided by the looseness
+ * is subnormal or 0 go through the twin. */
 #include <stdbool.h>
 
 #include <simde/x86/avx2.h>

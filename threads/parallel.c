@@ -157,12 +157,13 @@ static double threads_most(double *stalls, int count) {
     return most;
 }
 
-/* A call held up at least this long, for at least half its time, is held up; the second such
- * call since the caller's limit was set shrinks the limit at once (threads_shrink_after_calls
- * forces it). A thread that waits for a core waits a time slice. One held-up call alone does
- * not: on an idle virtual machine a vCPU is taken now and then for a millisecond or more (3-14
- * steps in 120-300 of `moving`), and the rest of such a step ran on one thread, half as fast,
- * where another process taking a core holds up call after call (perf/NOTES.md row 223). */
+/* A call held up at least this long, for at least half its time, is held up; from the second
+ * such call since the caller's limit was set, each shrinks the limit at once
+ * (threads_shrink_after_calls forces it). A thread that waits for a core waits a time slice. One
+ * held-up call alone does not: on an idle virtual machine a vCPU is taken now and then for a
+ * millisecond or more (3-14 steps in 120-300 of `moving`), and the rest of such a step ran on one
+ * thread, half as fast, where another process taking a core holds up call after call (perf/NOTES.md
+ * row 223). */
 #define THREADS_SHRINK_MS 1.0
 
 /* A call on `team` threads, opened at opened_ms, is over: its stall counted, and the caller's

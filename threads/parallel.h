@@ -65,12 +65,12 @@ void threads_set_team_limit(int limit);
  * milliseconds; the count starts again at 0. Only the late starts where the system does not say
  * more (outside Linux); 0 without OpenMP. */
 double threads_take_stalled_ms(void);
-/* Within a limit set above one (a step's team), the second call since the limit was set that is
- * held up for a millisecond or more and for half its time or more lowers the limit at once for
- * the calls after it (one thread fewer, a quarter fewer from 8 on): a step that meets other work
- * mid-way runs its remaining calls on the threads it gets, rather than waiting at each for a
- * thread taken off its core (time slices are milliseconds); one such call alone is taken for a
- * passing stall. The caller sets the limit again for its next step. For tests: the calling
+/* Within a limit set above one (a step's team), each call from the second since the limit was set
+ * that is held up for a millisecond or more and for half its time or more lowers the limit at
+ * once for the calls after it (one thread fewer, a quarter fewer from 8 on): a step that meets
+ * other work mid-way runs its remaining calls on the threads it gets, rather than waiting at each
+ * for a thread taken off its core (time slices are milliseconds); one such call alone is taken for
+ * a passing stall. The caller sets the limit again for its next step. For tests: the calling
  * thread's `calls`-th parallel call from now lowers the limit so (0: none). */
 void threads_shrink_after_calls(int calls);
 /* The calls still to come before that one, counting those that ran on the calling thread alone
