@@ -60,5 +60,5 @@ void team_release(void);
 double team_enter(const team *t);
 void team_leave(team *t, double entered_ms);
 /* After a step that took step_ms: how long its parallel calls were held up sizes the next
- * team. */
+ * team; a step that lowered its own limit mid-way (threads_call_done) shrinks it too. */
 void team_end(team *t, double step_ms);

@@ -1112,6 +1112,27 @@ TEST(team_sizes_mid_run_give_the_same_pairs) {
  * calls (threads_shrink_after_calls makes the k-th call count as held up): wherever in the step
  * that happens, the pairs and the events are the bytes of one thread's. Both trees, 2D and 3D,
  * the shrink at each of a step's first five calls in turn. */
+/* A step whose limit was lowered mid-way (its second held-up call, threads_call_done) leaves the
+ * team shrunk for the next steps; one whose limit stayed leaves it whole; fixed never moves. */
+TEST(team_follows_a_step_that_shrank_itself) {
+    team t;
+    team_init(&t, 2, false);
+    CHECK_EQ_INT(team_begin(&t), 2);
+    threads_set_team_limit(1); /* as a second held-up call leaves it */
+    team_end(&t, 10.0);
+    CHECK_EQ_INT(t.size, 1);
+    CHECK_EQ_INT(threads_team_limit_now(), 0);
+    team_init(&t, 2, false);
+    team_begin(&t);
+    team_end(&t, 10.0);
+    CHECK_EQ_INT(t.size, 2);
+    team_init(&t, 2, true);
+    team_begin(&t);
+    threads_set_team_limit(1);
+    team_end(&t, 10.0);
+    CHECK_EQ_INT(t.size, 2);
+}
+
 TEST(team_shrinking_inside_a_step_gives_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
     for (size_t ti = 0; ti < 2; ti++) {

@@ -92,6 +92,10 @@ static void threads_count_inline_call(void) {
     if (threads_shrink_countdown > 0) threads_shrink_countdown--;
 }
 
+int threads_team_limit_now(void) {
+    return threads_team_limit;
+}
+
 void threads_set_team_limit(int limit) {
     threads_team_limit = limit > 0 ? limit : 0;
     threads_held_calls = 0;

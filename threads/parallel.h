@@ -58,6 +58,9 @@ int threads_worker_index(void);
 /* At most `limit` threads (0: no limit) for the parallel calls made from the calling thread,
  * whatever `workers` they are given; worker indices stay below both. */
 void threads_set_team_limit(int limit);
+/* The calling thread's limit now (0: none): what the last threads_set_team_limit set, or lower
+ * where a held-up call lowered it since (threads_shrink_after_calls). */
+int threads_team_limit_now(void);
 /* The time the parallel calls made from the calling thread were held up by a thread that the
  * scheduler had taken off its core while it worked, or that started the call more than half a
  * millisecond late because it waited for a core (for each call, the longest such time of its
