@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "morton.h"
+
 /* Set bits of x. The engine is built for any x86-64 (only simd/ is built per CPU level), where
  * __builtin_popcountll is a call into libgcc; this is a dozen instructions inline. */
 static inline unsigned bits_popcount64(uint64_t x) {
@@ -48,23 +50,12 @@ static inline float bits_round_up(double x) {
     return -bits_round_down(-x);
 }
 
-/* Morton order: a coordinate's bits spread to every third (every second) bit. */
-static inline uint64_t bits_spread3(uint64_t x) { /* 21 bits to every third bit */
-    x &= 0x1fffff;
-    x = (x | x << 32) & 0x1f00000000ffffull;
-    x = (x | x << 16) & 0x1f0000ff0000ffull;
-    x = (x | x << 8) & 0x100f00f00f00f00full;
-    x = (x | x << 4) & 0x10c30c30c30c30c3ull;
-    x = (x | x << 2) & 0x1249249249249249ull;
-    return x;
+/* Morton order: a coordinate's bits spread to every third (every second) bit (simd/morton.h,
+ * which the octree keys' kernels share). */
+static inline uint64_t bits_spread3(uint64_t x) {
+    return simd_spread3(x);
 }
 
-static inline uint64_t bits_spread2(uint64_t x) { /* 32 bits to every second bit */
-    x &= 0xffffffffull;
-    x = (x | x << 16) & 0x0000ffff0000ffffull;
-    x = (x | x << 8) & 0x00ff00ff00ff00ffull;
-    x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
-    x = (x | x << 2) & 0x3333333333333333ull;
-    x = (x | x << 1) & 0x5555555555555555ull;
-    return x;
+static inline uint64_t bits_spread2(uint64_t x) {
+    return simd_spread2(x);
 }

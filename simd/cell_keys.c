@@ -63,8 +63,8 @@ uint64_t simd_cell_key_one(const simd_cell_grid *g, const float *box) {
     uint64_t cell[3] = {0, 0, 0};
     for (int k = 0; k < dims; k++) cell[k] = (uint64_t)((uint32_t)c[k] >> shift) << shift;
     uint64_t code =
-        dims == 3 ? cell_spread3(cell[0]) | cell_spread3(cell[1]) << 1 | cell_spread3(cell[2]) << 2
-                  : cell_spread2(cell[0]) | cell_spread2(cell[1]) << 1;
+        dims == 3 ? simd_spread3(cell[0]) | simd_spread3(cell[1]) << 1 | simd_spread3(cell[2]) << 2
+                  : simd_spread2(cell[0]) | simd_spread2(cell[1]) << 1;
     return code << g->level_bits | (uint64_t)level;
 }
 
