@@ -58,4 +58,10 @@ typedef struct query_state {
 } query_state;
 
 void query_state_init(query_state *s);
+/* broadphase_nearest_many_within for a call of the world's own that holds the world (so without
+ * the check that no step or mutation runs): broadphase_neighbourhoods, where the grid is no use. */
+broadphase_status query_nearest_many_held(const broadphase_world *w, size_t count,
+                                          const broadphase_points *points, size_t k,
+                                          float max_distance, uint32_t *ids_out, float *dist2_out,
+                                          size_t *counts_out);
 void query_state_release(broadphase_world *w);

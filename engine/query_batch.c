@@ -715,3 +715,20 @@ broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size
     if (bad_index_out) *bad_index_out = bad;
     return s;
 }
+
+broadphase_status query_nearest_many_held(const broadphase_world *w, size_t count,
+                                          const broadphase_points *points, size_t k,
+                                          float max_distance, uint32_t *ids_out, float *dist2_out,
+                                          size_t *counts_out) {
+    batch b = {.w = w,
+               .kind = BATCH_NEAREST,
+               .input = points,
+               .count = count,
+               .k = k,
+               .max_distance = max_distance,
+               .near_ids = ids_out,
+               .near_d2 = dist2_out,
+               .near_counts = counts_out};
+    size_t bad = SIZE_MAX;
+    return batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
+}

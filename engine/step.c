@@ -7,6 +7,7 @@
 #include "tree.h"
 #include "world.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The pair protocol, written once for every method: the planned jobs, then the search of the
@@ -210,6 +211,45 @@ broadphase_status broadphase_neighbours(broadphase_world *w, broadphase_neighbou
         rows_out->offsets = n->offsets.data;
         rows_out->ids = n->ids.data;
         rows_out->count = n->rows;
+    }
+    w->last_error_index = SIZE_MAX; /* a call on the world: no element of it was bad */
+    __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+    return s;
+}
+
+broadphase_status broadphase_neighbourhoods(broadphase_world *w, size_t k, float max_distance,
+                                            broadphase_neighbourhood_rows *rows_out) {
+    if (!w || !rows_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (isnan(max_distance)) return BROADPHASE_ERROR_NONFINITE;
+    if (max_distance < 0.0f) return BROADPHASE_ERROR_NEGATIVE_RADIUS;
+    size_t rows = w->store.id_end;
+    if (k > 0 && k > SIZE_MAX / 8 / (rows + 1)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
+    neighbourhoods_state *n = &w->neighbourhoods;
+    broadphase_status s = BROADPHASE_OK;
+    team_apply(&w->team);
+    int dims = w->config.dimensions;
+    if (!neighbourhoods_make(n, &w->store, dims, k, max_distance, &w->heap, w->workers)) {
+        s = BROADPHASE_ERROR_OUT_OF_MEMORY;
+        if (n->unfit && neighbourhoods_batch_reserve(n, &w->heap)) {
+            /* the grid is no use: the method's structures, from every centre (sorted by cell,
+             * so that the batch's groups are near each other) */
+            size_t cs = n->live + 1;
+            broadphase_points pts = {n->centre.data, n->centre.data + cs,
+                                     dims == 3 ? n->centre.data + 2 * cs : NULL};
+            s = query_nearest_many_held(w, n->live, &pts, k + 1, max_distance,
+                                        n->batch_ids.data, n->batch_d2.data,
+                                        n->batch_counts.data);
+            if (s == BROADPHASE_OK) neighbourhoods_from_batch(n, w->workers);
+        }
+    }
+    team_release();
+    if (s == BROADPHASE_OK) {
+        rows_out->ids = n->ids.data;
+        rows_out->dist2 = n->d2.data;
+        rows_out->counts = n->counts.data;
+        rows_out->count = n->rows;
+        rows_out->k = k;
     }
     w->last_error_index = SIZE_MAX; /* a call on the world: no element of it was bad */
     __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);

@@ -81,6 +81,7 @@ void broadphase_destroy(broadphase_world *w) {
     pairs_release(&w->pairs, &w->heap);
     events_release(&w->events, &w->heap);
     neighbours_release(&w->neighbours, &w->heap);
+    neighbourhoods_release(&w->neighbourhoods, &w->heap);
     threads_scratch_free(&w->scratch);
     store_release(w);
     heap_free(&w->heap, w->added, w->added_capacity * sizeof(uint32_t));

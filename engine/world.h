@@ -5,6 +5,7 @@
 
 #include "broadphase.h"
 #include "events.h"
+#include "neighbourhoods.h"
 #include "neighbours.h"
 #include "heap.h"
 #include "pairs.h"
@@ -62,6 +63,7 @@ struct broadphase_world {
     pairs_state pairs;
     events_state events;               /* config.pair_events only */
     neighbours_state neighbours;       /* the pairs as rows, made on demand */
+    neighbourhoods_state neighbourhoods; /* the nearest within a distance, made on demand */
     threads_scratch scratch;           /* per-worker working memory of the methods */
     const struct method_table *method; /* config.method's table (method.h) */
     void *method_state;

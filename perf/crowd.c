@@ -294,7 +294,7 @@ static void seed_agents(size_t begin, size_t end, int worker, void *p) {
 /* ---- the engine's routes -------------------------------------------------------------------- */
 
 const char *crowd_route_name(crowd_route r) {
-    static const char *const names[] = {"rows", "balls", "nearest", "seed"};
+    static const char *const names[] = {"rows", "balls", "nearest", "neighbourhoods", "seed"};
     return (unsigned)r < CROWD_ROUTES ? names[r] : "unknown";
 }
 
@@ -394,6 +394,17 @@ int crowd_runner_make(crowd_runner *r, const crowd *c, crowd_route route, int th
     return BROADPHASE_OK;
 }
 
+/* Neighbourhoods: the world's rows copied into the sets (the same layout). */
+static void copy_rows(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const pick_pass *s = p;
+    const broadphase_neighbourhood_rows *h = &s->r->hoods;
+    size_t k = s->out->k;
+    memcpy(s->out->ids + begin * k, h->ids + begin * k, (end - begin) * k * sizeof *h->ids);
+    memcpy(s->out->d2 + begin * k, h->dist2 + begin * k, (end - begin) * k * sizeof *h->dist2);
+    memcpy(s->out->count + begin, h->counts + begin, (end - begin) * sizeof *h->counts);
+}
+
 /* The client's pick over the agents, timed apart (r->pick_ms). */
 static void pick(crowd_runner *r, size_t n, void (*fn)(size_t, size_t, int, void *),
                  pick_pass *pass) {
@@ -426,6 +437,13 @@ int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
         if (s == BROADPHASE_OK) s = broadphase_step(r->world, NULL);
         if (s == BROADPHASE_OK) s = broadphase_neighbours(r->world, &r->rows);
         if (s == BROADPHASE_OK) pick(r, n, pick_from_rows, &pass);
+        return s;
+    }
+    case CROWD_HOODS: {
+        broadphase_boxes b = {c->pos[0], c->pos[1], z, c->pos[0], c->pos[1], z};
+        s = broadphase_move_boxes(r->world, n, r->agent_ids, &b);
+        if (s == BROADPHASE_OK) s = broadphase_neighbourhoods(r->world, c->k, c->distance, &r->hoods);
+        if (s == BROADPHASE_OK) pick(r, n, copy_rows, &pass);
         return s;
     }
     case CROWD_BALLS:

@@ -62,6 +62,7 @@ typedef enum crowd_route {
     CROWD_BALLS,   /* update, then a ball of radius R around every agent (query_spheres) */
     CROWD_NEAREST, /* update, then the k + 1 nearest within R of every agent (nearest_many_within)
                     */
+    CROWD_HOODS,   /* every agent's k nearest within R at once (broadphase_neighbourhoods) */
     CROWD_SEED,    /* the seed's kd-tree, built anew each frame, one agent at a time */
     CROWD_ROUTES
 } crowd_route;
@@ -74,6 +75,7 @@ typedef struct crowd_runner {
     broadphase_world *world; /* NULL for the seed */
     uint32_t *agent_ids;
     broadphase_neighbour_rows rows; /* rows: the last frame's */
+    broadphase_neighbourhood_rows hoods; /* neighbourhoods: the last frame's */
     /* balls: the rows */
     size_t *offsets;
     uint32_t *row_ids;
@@ -86,7 +88,8 @@ typedef struct crowd_runner {
     /* the seed's tree */
     void *seed;
     /* The last frame's client-side part, in ms: each agent's k nearest picked from its row
-     * (rows, balls) or its own hit dropped (nearest); 0 for the seed, which is all its own. */
+     * (rows, balls), its own hit dropped (nearest) or the rows copied (neighbourhoods); 0 for
+     * the seed, which is all its own. */
     double pick_ms;
 } crowd_runner;
 int crowd_runner_make(crowd_runner *r, const crowd *c, crowd_route route, int threads);

@@ -169,7 +169,7 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
                 o->frames - 1);
         for (int q = 0; q < CROWD_ROUTES; q++) {
             if (!o->routes[q]) continue;
-            fprintf(out, "  %-8s %20.3f %12.3f %12.3f", crowd_route_name(q), fig[q][0], fig[q][1],
+            fprintf(out, "  %-14s %14.3f %12.3f %12.3f", crowd_route_name(q), fig[q][0], fig[q][1],
                     fig[q][2]);
             if (seed_median > 0.0) fprintf(out, "  %7.3fx", fig[q][0] / seed_median);
             if (q != CROWD_SEED) {

@@ -141,8 +141,8 @@ static void usage(FILE *out) {
         "                        with brute force on 1000 agents with --check), their times\n"
         "                        summarised; --svg draws the last frame. Uses --n, --frames,\n"
         "                        --threads, --seed, --check, --svg, --quiet\n"
-        "  --crowd-route R       rows | balls | nearest | seed; repeat for several (default\n"
-        "                        all four)\n"
+        "  --crowd-route R       rows | balls | nearest | neighbourhoods | seed; repeat for\n"
+        "                        several (default all five)\n"
         "  --crowd-dims D        2 or 3 (default 2)\n"
         "  --crowd-k K           neighbours kept (default 10)\n"
         "  --crowd-distance R    neighbour distance (default 15)\n"
@@ -308,7 +308,8 @@ static int parse_options(int argc, char **argv, options *o) {
         } else if (strcmp(name, "--svg-plane") == 0) {
             o->svg_plane_set = ok = svg_parse_plane(value, &o->svg.plane);
         } else if (strcmp(name, "--crowd-route") == 0) {
-            static const char *const routes[] = {"rows", "balls", "nearest", "seed"};
+            const char *routes[CROWD_ROUTES];
+            for (int q = 0; q < CROWD_ROUTES; q++) routes[q] = crowd_route_name((crowd_route)q);
             ok = parse_name(value, routes, CROWD_ROUTES, &choice);
             if (ok) o->crowd_routes[choice] = o->crowd_routes_set = true;
         } else if (strcmp(name, "--crowd-dims") == 0) {

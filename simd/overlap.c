@@ -374,21 +374,46 @@ size_t simd_point_vs_boxes_scalar(const float p[3], float limit, const simd_boxe
 /* ---- a nearest search's exact ranking ---------------------------------------------------------
  */
 
-size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
-                                      const uint32_t *at, size_t h, const uint32_t *ids, int dims,
-                                      size_t k, float *out_d2, uint32_t *out_id) {
-    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX]; /* simd_rank_keys */
-    size_t pos[SIMD_RANK_MAX + 1], kept = 0;
-    if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX; /* (the contract; keeps the arrays in bounds) */
-    for (size_t j = 0; j < h; j++)
-        kept += simd_rank_keys(p, max_d2, boxes, at[j], ids[at[j]], dims, &dk[j], &ik[j]);
-    /* Each one's rank, counted against all the others (no two share one: the ids differ). */
+/* The first min(kept, k) of h keyed hits by rank (no two share one: the ids differ). */
+static size_t rank_scalar(const int32_t *dk, const int32_t *ik, size_t h, size_t kept, size_t k,
+                          float *out_d2, uint32_t *out_id) {
+    size_t pos[SIMD_RANK_MAX + 1];
+    /* Each one's rank, counted against all the others. */
     for (size_t j = 0; j < h; j++) {
         size_t r = 0;
         for (size_t i = 0; i < h; i++) r += (dk[i] < dk[j]) | ((dk[i] == dk[j]) & (ik[i] < ik[j]));
         pos[r < k ? r : k] = j;
     }
     return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
+}
+
+size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
+                                      const uint32_t *at, size_t h, const uint32_t *ids, int dims,
+                                      size_t k, float *out_d2, uint32_t *out_id) {
+    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX]; /* simd_rank_keys */
+    size_t kept = 0;
+    if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX; /* (the contract; keeps the arrays in bounds) */
+    for (size_t j = 0; j < h; j++)
+        kept += simd_rank_keys(p, max_d2, boxes, at[j], ids[at[j]], dims, &dk[j], &ik[j]);
+    return rank_scalar(dk, ik, h, kept, k, out_d2, out_id);
+}
+
+size_t simd_point_nearest_runs_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
+                                      const uint32_t (*runs)[2], size_t run_count,
+                                      const uint32_t *ids, int dims, size_t k, float *out_d2,
+                                      uint32_t *out_id) {
+    int32_t dk[SIMD_RANK_MAX], ik[SIMD_RANK_MAX];
+    size_t kept = 0;
+    for (size_t r = 0; r < run_count; r++)
+        for (uint32_t j = runs[r][0]; j < runs[r][1]; j++) {
+            int32_t d, i;
+            if (!simd_rank_keys(p, max_d2, boxes, j, ids[j], dims, &d, &i)) continue;
+            if (kept == SIMD_RANK_MAX) return SIZE_MAX;
+            dk[kept] = d;
+            ik[kept] = i;
+            kept++;
+        }
+    return rank_scalar(dk, ik, kept, kept, k, out_d2, out_id);
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
@@ -411,7 +436,8 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_spheres_first_invalid_scalar,
                                                  simd_stream_floats_scalar,
                                                  simd_stream_fence_scalar,
-                                                 simd_cell_keys_scalar};
+                                                 simd_cell_keys_scalar,
+                                                 simd_point_nearest_runs_scalar};
 
 #if SIMD_HAVE_AVX2
 static const simd_kernels simd_avx2_kernels = {"avx2",
@@ -432,7 +458,8 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_spheres_first_invalid_avx2,
                                                simd_stream_floats_avx2,
                                                simd_stream_fence_avx2,
-                                               simd_cell_keys_avx2};
+                                               simd_cell_keys_avx2,
+                                               simd_point_nearest_runs_avx2};
 
 static int simd_cpu_runs_avx2(void) {
 #if SIMD_FORCE_AVX2
@@ -456,7 +483,7 @@ static const simd_kernels simd_baseline_kernels = {
     simd_spheres_first_invalid_baseline, simd_stream_floats_baseline, simd_stream_fence_baseline,
     /* no wide variant: SIMDe's 64-bit lanes
        on SSE2 are emulated */
-    simd_cell_keys_scalar};
+    simd_cell_keys_scalar, simd_point_nearest_runs_baseline};
 #endif
 
 const simd_kernels *simd_kernels_for(const char *level) {
@@ -545,6 +572,13 @@ size_t simd_point_nearest_rank(const float p[3], double max_d2, const simd_boxes
                                const uint32_t *at, size_t h, const uint32_t *ids, int dims,
                                size_t k, float *out_d2, uint32_t *out_id) {
     return simd_active()->point_nearest_rank(p, max_d2, boxes, at, h, ids, dims, k, out_d2, out_id);
+}
+
+size_t simd_point_nearest_runs(const float p[3], double max_d2, const simd_boxes *boxes,
+                               const uint32_t (*runs)[2], size_t run_count, const uint32_t *ids,
+                               int dims, size_t k, float *out_d2, uint32_t *out_id) {
+    return simd_active()->point_nearest_runs(p, max_d2, boxes, runs, run_count, ids, dims, k,
+                                             out_d2, out_id);
 }
 
 size_t simd_boxes_select(const simd_boxes *src, const uint32_t *src_ids, size_t begin, size_t end,

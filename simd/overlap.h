@@ -186,6 +186,20 @@ size_t simd_point_nearest_rank_scalar(const float p[3], double max_d2, const sim
                                       const uint32_t *at, size_t h, const uint32_t *ids, int dims,
                                       size_t k, float *out_d2, uint32_t *out_id);
 
+/* The same exact step over every position of a few runs of the columns (positions
+ * [runs[r][0], runs[r][1]) for r < run_count; no filter before it, and contiguous loads where the
+ * other gathers): the first min(k, kept) of those within max_d2, ranked and written as
+ * simd_point_nearest_rank writes them. The positions' ids must be distinct and the boxes
+ * nonempty. Returns SIZE_MAX, with nothing written, when more than SIMD_RANK_MAX are within
+ * max_d2. Reads up to SIMD_PAD positions past each run's end, in the columns and in ids. */
+size_t simd_point_nearest_runs(const float p[3], double max_d2, const simd_boxes *boxes,
+                               const uint32_t (*runs)[2], size_t run_count, const uint32_t *ids,
+                               int dims, size_t k, float *out_d2, uint32_t *out_id);
+size_t simd_point_nearest_runs_scalar(const float p[3], double max_d2, const simd_boxes *boxes,
+                                      const uint32_t (*runs)[2], size_t run_count,
+                                      const uint32_t *ids, int dims, size_t k, float *out_d2,
+                                      uint32_t *out_id);
+
 /* The exact tests below run in double precision with no FMA, so they neither overflow nor
  * underflow for any finite float input, and the wide and scalar forms agree bit for bit.
  * Each filters a list of candidate ids and writes, in input order, those that pass (out may

@@ -290,6 +290,9 @@ size_t SIMD_WIDE(simd_point_vs_boxes)(const float p[3], float limit, const simd_
 
 /* ---- a nearest search's exact ranking ------------------------------------------------------ */
 
+static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
+                        uint32_t *out_id);
+
 /* The twin's numbers: with AVX2, four hits at a time (their bounds gathered, widened to double);
  * without, one at a time as the twin. Then each hit's rank, counted against all of them eight
  * lanes at a time: one hit's key broadcast against eight others' at once, so that no lane sum
@@ -300,8 +303,8 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
     assert(dims == 2 || dims == 3);
     /* keys as simd_rank_keys makes them; the lanes past h hold INT32_MAX in both, after every
      * kept hit */
-    _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8], rank[SIMD_RANK_MAX + 8];
-    size_t pos[SIMD_RANK_MAX + 1], kept = 0;
+    _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8];
+    size_t kept = 0;
     if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX;
     if (h == 0) return 0;
 #if defined(SIMDE_X86_AVX2_NATIVE)
@@ -339,6 +342,15 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
     for (size_t j = 0; j < h; j++)
         kept += simd_rank_keys(p, max_d2, boxes, at[j], ids[at[j]], dims, &dk[j], &ik[j]);
 #endif
+    return rank_wide(dk, ik, h, kept, k, out_d2, out_id);
+}
+
+/* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries, 32-byte
+ * aligned), each one's rank counted against all of them eight lanes at a time. */
+static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
+                        uint32_t *out_id) {
+    _Alignas(32) int32_t rank[SIMD_RANK_MAX + 8];
+    size_t pos[SIMD_RANK_MAX + 1];
     size_t blocks = (h + 7) / 8;
     for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
     simde__m256i r[SIMD_RANK_MAX / 8], xd[SIMD_RANK_MAX / 8], xi[SIMD_RANK_MAX / 8];
@@ -365,6 +377,59 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
         pos[x < k ? x : k] = j;
     }
     return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
+}
+
+size_t SIMD_WIDE(simd_point_nearest_runs)(const float p[3], double max_d2, const simd_boxes *boxes,
+                                          const uint32_t (*runs)[2], size_t run_count,
+                                          const uint32_t *ids, int dims, size_t k, float *out_d2,
+                                          uint32_t *out_id) {
+    assert(dims == 2 || dims == 3);
+    /* the kept ones' keys, as simd_rank_keys makes them; four lanes are written at a time, and
+     * the kept ones move up */
+    _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8];
+    size_t kept = 0;
+#if defined(SIMDE_X86_AVX2_NATIVE)
+    const simde__m256d half = simde_mm256_set1_pd(0.5), bound = simde_mm256_set1_pd(max_d2);
+    const simde__m256d sign = simde_mm256_set1_pd(-0.0);
+    simde__m256d q[3];
+    for (int a = 0; a < 3; a++) q[a] = simde_mm256_set1_pd(a < dims ? (double)p[a] : 0.0);
+    for (size_t r = 0; r < run_count; r++) {
+        for (size_t j = runs[r][0]; j < runs[r][1]; j += 4) {
+            simde__m256d sum = simde_mm256_setzero_pd();
+            for (int a = 0; a < dims; a++) {
+                simde__m256d lo = simde_mm256_cvtps_pd(simde_mm_loadu_ps(boxes->min[a] + j));
+                simde__m256d hi = simde_mm256_cvtps_pd(simde_mm_loadu_ps(boxes->max[a] + j));
+                simde__m256d u = simde_mm256_sub_pd(lo, q[a]), v = simde_mm256_sub_pd(q[a], hi);
+                simde__m256d g = simde_mm256_max_pd(u, v); /* as in simd_point_nearest_rank */
+                g = simde_mm256_mul_pd(simde_mm256_add_pd(g, simde_mm256_andnot_pd(sign, g)), half);
+                sum = simde_mm256_add_pd(sum, simde_mm256_mul_pd(g, g));
+            }
+            unsigned in =
+                (unsigned)simde_mm256_movemask_pd(simde_mm256_cmp_pd(sum, bound, SIMDE_CMP_LE_OQ));
+            if (runs[r][1] - j < 4) in &= (1u << (runs[r][1] - j)) - 1u;
+            if (in == 0) continue;
+            /* the kept lanes packed to the front (the pack table's first four lanes), all four
+             * stored, the kept ones counted */
+            simde__m128i sel = simde_mm_cvtepu8_epi32(
+                simde_mm_loadl_epi64((const simde__m128i *)(const void *)&simd_pack_table[in]));
+            simde__m128i id = simde_mm_xor_si128(simde_mm_loadu_si128((const void *)(ids + j)),
+                                                 simde_mm_set1_epi32(INT32_MIN));
+            simde_mm_storeu_ps((float *)(void *)(dk + kept),
+                               simde_mm_permutevar_ps(simde_mm256_cvtpd_ps(sum), sel));
+            simde_mm_storeu_ps((float *)(void *)(ik + kept),
+                               simde_mm_permutevar_ps(simde_mm_castsi128_ps(id), sel));
+            kept += (size_t)__builtin_popcount(in);
+            if (kept > SIMD_RANK_MAX) return SIZE_MAX;
+        }
+    }
+#else
+    for (size_t r = 0; r < run_count; r++)
+        for (uint32_t j = runs[r][0]; j < runs[r][1]; j++) {
+            if (!simd_rank_keys(p, max_d2, boxes, j, ids[j], dims, &dk[kept], &ik[kept])) continue;
+            if (++kept > SIMD_RANK_MAX) return SIZE_MAX;
+        }
+#endif
+    return rank_wide(dk, ik, kept, kept, k, out_d2, out_id);
 }
 
 /* ---- box-box, many against many ------------------------------------------------------------- */

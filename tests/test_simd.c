@@ -164,7 +164,8 @@ static const simd_kernels dispatch_kernels = {"dispatch",
                                               simd_spheres_first_invalid,
                                               simd_stream_floats,
                                               simd_stream_fence,
-                                              simd_cell_keys};
+                                              simd_cell_keys,
+                                              simd_point_nearest_runs};
 
 static const simd_kernels *variant(int v) {
     return v == VARIANT_DISPATCH ? &dispatch_kernels : simd_kernels_for(variant_names[v]);

@@ -228,6 +228,48 @@ typedef struct broadphase_neighbour_rows {
 BROADPHASE_API broadphase_status broadphase_neighbours(broadphase_world *w,
                                                        broadphase_neighbour_rows *rows_out);
 
+/* Every object's neighbourhood, as a crowd, a particle system or a flock asks for it: for each
+ * live object i, the at most k other objects nearest to its centre whose distance from that
+ * centre is at most max_distance, nearest first. The centre is a sphere's centre, or a box's
+ * midpoint ((min + max) / 2 computed in double, rounded to float: a point object's own
+ * position). Distances, ties and the boundary are broadphase_nearest_within's (the distance from
+ * the centre to the other object's shape, 0 inside; squared, in double, reported and ordered
+ * rounded to float, ties to the lower id; one exactly max_distance away is taken): object i's
+ * row is broadphase_nearest_within from its centre for k + 1 with i's own id dropped and at most
+ * k kept. Row i is ids[i * k .. i * k + counts[i]), with the squared distances alongside in
+ * dist2, for every id i below `count` (one past the highest id handed out; removed ids have
+ * empty rows). Static objects and objects at rest count like any other; collision filters do
+ * not apply. The objects as they stand now: no step or update is needed first, and the call
+ * changes neither (it moves nothing, and the last step's pairs, events and structures stay).
+ * Identical for every thread count. The world owns the arrays (count * k entries each, in
+ * bytes_in_use), valid until the next call into the world that mutates it, steps, or asks for
+ * neighbourhoods again; they are grown, never shrunk, so a steady frame allocates nothing. Not
+ * to be called while another thread calls into the world (BROADPHASE_ERROR_BUSY when a step or
+ * mutation is seen running).
+ *
+ * How: the objects are sorted on a grid of cells at least max_distance plus the widest object
+ * across, made for the call, and each centre's nearby cells go through the SIMD distance filter
+ * and ranking of the batched nearest queries: time in proportion to the objects and their
+ * neighbours, whatever the world's method. Where such cells would hold more than a few hundred
+ * candidates a centre (max_distance large next to the objects' spacing, or a few very wide
+ * objects), the call asks the method's structures instead, as broadphase_nearest_many_within
+ * would from every centre.
+ *
+ * k = 0 gives empty rows. max_distance NaN: BROADPHASE_ERROR_NONFINITE; below 0 (or -0 kept as
+ * 0): NEGATIVE_RADIUS; INFINITY is allowed (then the k nearest, whatever the distance); k so
+ * large that count * k entries do not fit in memory: INVALID_ARGUMENT. On any failure
+ * (out of memory included) the arrays are not valid and the world is as it was. */
+typedef struct broadphase_neighbourhood_rows {
+    const uint32_t *ids;    /* count * k entries */
+    const float *dist2;     /* count * k entries */
+    const uint32_t *counts; /* count entries */
+    size_t count;           /* rows */
+    size_t k;               /* slots a row */
+} broadphase_neighbourhood_rows;
+BROADPHASE_API broadphase_status broadphase_neighbourhoods(broadphase_world *w, size_t k,
+                                                           float max_distance,
+                                                           broadphase_neighbourhood_rows *rows_out);
+
 /* Brings the structures up to date with every change since the last step or update (the work of
  * a step's update phase: the fields, then the method's rebuild or refit), without searching for
  * pairs: for frames that only query. Queries after it cost what they cost after a step (without

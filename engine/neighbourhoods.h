@@ -1,0 +1,70 @@
+/* Neighbourhoods: every object's k nearest other objects within a distance of its centre (for
+ * broadphase_neighbourhoods), found on a uniform grid of the objects' centres made for the call.
+ * It takes the store, a heap and the worker count, not the world.
+ *
+ * The grid's cells are at least the distance plus the widest object across, so every object
+ * that can be within the distance of a centre has its own centre in that centre's cell or the
+ * next one along each axis (3 x 3 cells in 2D, 3 x 3 x 3 in 3D). The objects are sorted by cell,
+ * a row of three cells is one run of them, and each centre's runs go through the SIMD distance
+ * filter and then the exact ranking of a nearest search (simd/overlap.h). */
+#pragma once
+
+#include "heap.h"
+#include "store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct neighbourhoods_state {
+    /* by position, after the sort: each object's cell (then the free ids, past every cell) and
+     * its id */
+    HEAP_ARRAY(uint64_t) keys;
+    HEAP_ARRAY(uint64_t) keys_tmp;
+    HEAP_ARRAY(uint32_t) order;
+    HEAP_ARRAY(uint32_t) order_tmp;
+    HEAP_ARRAY(float) cols;    /* the boxes by position: six columns of stride live + SIMD_PAD */
+    HEAP_ARRAY(float) centre;  /* the centres by position: three columns of stride live + 1 */
+    HEAP_ARRAY(uint8_t) round; /* by position: 1 for a sphere */
+    HEAP_ARRAY(uint32_t) start; /* by cell: its first position (cells + 1) */
+    HEAP_ARRAY(double) partial; /* by worker: the bounds pass's and the runs pass's figures */
+    HEAP_ARRAY(uint32_t) hits;  /* by worker: a centre's filter hits (most + SIMD_PAD) */
+    HEAP_ARRAY(uint32_t) best_id; /* by worker: k + 1 (the ranking's and the slow path's) */
+    HEAP_ARRAY(float) best_d2;
+    /* the rows: object i's neighbours are ids[i * k .. i * k + counts[i]) */
+    HEAP_ARRAY(uint32_t) ids;
+    HEAP_ARRAY(float) d2;
+    HEAP_ARRAY(uint32_t) counts;
+    /* the batch the call falls back on (neighbourhoods_make's false with unfit set) */
+    HEAP_ARRAY(uint32_t) batch_ids;
+    HEAP_ARRAY(float) batch_d2;
+    HEAP_ARRAY(size_t) batch_counts;
+    void *hist;
+    size_t hist_bytes;
+    size_t rows, k, live;
+    uint64_t cells;
+    bool unfit;
+} neighbourhoods_state;
+
+/* Cells hold this many candidates a centre on average, or more: the grid is no use (the distance
+ * is large next to the objects' spacing, or one object is wide) and the call asks the world's
+ * structures instead (neighbourhoods_from_batch). */
+enum { NEIGHBOURHOODS_MOST_CANDIDATES = 512 };
+
+/* Rows for ids [0, s->id_end): for every live object, the at most k other live objects nearest
+ * its centre (a sphere's centre; a box's midpoint, computed in double and rounded to float) whose
+ * distance from it (query_math.h: qm_box_dist2, qm_sphere_dist2) is at most max_distance, ranked
+ * by (that squared distance rounded to float, id); empty rows for free ids. max_distance is
+ * finite and >= 0, k >= 1. Identical for every worker count; allocates only to grow. False on out
+ * of memory, or with n->unfit set when the grid is no use: then the sorted centres stand in the
+ * centre columns (live of them, neighbourhoods_points) and the caller finishes with
+ * neighbourhoods_from_batch. */
+bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
+                         float max_distance, heap *h, int workers);
+/* For the fallback: room for a nearest batch of k + 1 over the live centres. False on out of
+ * memory. */
+bool neighbourhoods_batch_reserve(neighbourhoods_state *n, heap *h);
+/* The rows from that batch's results (k + 1 a centre, by position), each object's own id
+ * dropped. */
+void neighbourhoods_from_batch(neighbourhoods_state *n, int workers);
+void neighbourhoods_release(neighbourhoods_state *n, heap *h);
