@@ -596,4 +596,169 @@ TEST(crowd_routes_agree_at_1e5_agents) {
     crowd_free(&c);
 }
 
+/* ---- every object's neighbourhood (broadphase_neighbourhoods) ---- */
+
+/* Row `id` of the call against broadphase_nearest_within from the object's centre for k + 1,
+ * its own id dropped, at most k kept. */
+static bool hood_row_ok(broadphase_world *w, const mirror *m, uint32_t id,
+                        const broadphase_neighbourhood_rows *rows, size_t k, float distance) {
+    if (!m->alive[id]) return rows->counts[id] == 0;
+    float c[3] = {0, 0, 0};
+    for (int a = 0; a < m->dims; a++)
+        c[a] = m->sphere[id] ? m->c[id][a]
+                             : (float)(((double)m->lo[id][a] + (double)m->hi[id][a]) * 0.5);
+    uint32_t ids[80];
+    float d2[80];
+    size_t got = 0;
+    if (broadphase_nearest_within(w, c, k + 1, distance, ids, d2, &got) != BROADPHASE_OK)
+        return false;
+    size_t n = 0;
+    for (size_t t = 0; t < got && n < k; t++) {
+        if (ids[t] == id) continue;
+        if (rows->ids[id * k + n] != ids[t] ||
+            memcmp(&rows->dist2[id * k + n], &d2[t], sizeof(float)) != 0)
+            return false;
+        n++;
+    }
+    return rows->counts[id] == n;
+}
+
+/* Every row equals the single nearest search from its centre, on scenes of every kind (boxes,
+ * spheres, both, clustered, identical, flat, huge and tiny coordinates, a few very large objects),
+ * 2D and 3D, with removed ids, for distances from 0 to infinity (the grid, and the method's
+ * structures where the grid is no use) and k from 1 past the ranking's 64; the same bytes for
+ * 1 to 4 threads and both trees. */
+TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
+    static const scene_kind kinds[] = {SCENE_SHAPES,   SCENE_SHAPES2D, SCENE_CLUSTERED,
+                                       SCENE_IDENTICAL, SCENE_FLAT,    SCENE_HUGE,
+                                       SCENE_TINY,      SCENE_MIXED,   SCENE_PLANE2D};
+    static const float distances[] = {0.0f, 3.0f, 12.0f, INFINITY};
+    static const size_t ks[] = {1, 10, 70};
+    size_t n = 700;
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, kinds[ki], n, 11 + ki));
+        uint32_t *ids = malloc(n * sizeof *ids);
+        uint32_t *first_ids = malloc(n * 70 * sizeof *first_ids);
+        float *first_d2 = malloc(n * 70 * sizeof *first_d2);
+        uint32_t *first_counts = malloc(n * sizeof *first_counts);
+        REQUIRE(ids && first_ids && first_d2 && first_counts);
+        for (size_t di = 0; di < sizeof distances / sizeof distances[0]; di++) {
+            for (size_t kk = 0; kk < sizeof ks / sizeof ks[0]; kk++) {
+                size_t k = ks[kk];
+                float distance = distances[di];
+                for (int run = 0; run < 4; run++) { /* method, threads: kd 1, kd 4, oct 2, oct 3 */
+                    size_t mi = run < 2 ? 1 : 2;
+                    int threads = run == 0 ? 1 : run == 1 ? 4 : run;
+                    TEST_CONTEXT("scene %zu distance %g k %zu method %zu threads %d", ki,
+                                 (double)distance, k, mi, threads);
+                    mirror m = {.dims = sc.dimensions};
+                    broadphase_world *w =
+                        make_world(sc.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+                    REQUIRE(w);
+                    add_scene_mirrored(&sc, w, ids, &m);
+                    if (run % 2 == 1) step_ok(w); /* after a step, and before any */
+                    for (uint32_t id = 3; id < n; id += 7) { /* removed ids: empty rows */
+                        CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_OK);
+                        m.alive[id] = 0;
+                    }
+                    broadphase_neighbourhood_rows rows;
+                    CHECK_EQ_INT(broadphase_neighbourhoods(w, k, distance, &rows), BROADPHASE_OK);
+                    CHECK_EQ_INT(rows.count, n);
+                    CHECK_EQ_INT(rows.k, k);
+                    size_t bad = SIZE_MAX;
+                    for (uint32_t id = 0; id < n && bad == SIZE_MAX; id++)
+                        if (!hood_row_ok(w, &m, id, &rows, k, distance)) bad = id;
+                    CHECK_EQ_INT(bad, SIZE_MAX);
+                    if (run == 0) {
+                        memcpy(first_counts, rows.counts, n * sizeof *first_counts);
+                        for (size_t i = 0; i < n; i++) {
+                            memcpy(first_ids + i * k, rows.ids + i * k,
+                                   rows.counts[i] * sizeof *first_ids);
+                            memcpy(first_d2 + i * k, rows.dist2 + i * k,
+                                   rows.counts[i] * sizeof *first_d2);
+                        }
+                    } else {
+                        bool same = memcmp(first_counts, rows.counts, n * sizeof *first_counts) == 0;
+                        for (size_t i = 0; i < n && same; i++)
+                            same = memcmp(first_ids + i * k, rows.ids + i * k,
+                                          rows.counts[i] * sizeof *first_ids) == 0 &&
+                                   memcmp(first_d2 + i * k, rows.dist2 + i * k,
+                                          rows.counts[i] * sizeof *first_d2) == 0;
+                        CHECK(same);
+                    }
+                    broadphase_destroy(w);
+                    mirror_free(&m);
+                }
+            }
+        }
+        free(ids);
+        free(first_ids);
+        free(first_d2);
+        free(first_counts);
+        scene_free(&sc);
+    }
+}
+
+/* A walking crowd asking for its neighbourhoods every frame (the grid's route, and the dense
+ * one where more than the ranking's 64 are within the distance) allocates nothing once the
+ * buffers have grown: from frame 110, when either crowd has crossed its middle once (a disc of
+ * radius 106 at density 20, 50 at 90, walked at 2 a frame), through its next crossing. */
+TEST(neighbourhoods_allocate_nothing_in_steady_state) {
+    static const float densities[] = {20.0f, 90.0f};
+    for (size_t di = 0; di < 2; di++) {
+        crowd c;
+        REQUIRE(crowd_make(&c, 2, 1000, 15.0f, 10, densities[di], 2.0f, 9));
+        crowd_sets got;
+        REQUIRE(crowd_sets_make(&got, c.count, c.k));
+        crowd_runner r;
+        CHECK_EQ_INT(crowd_runner_make(&r, &c, CROWD_HOODS, 2), BROADPHASE_OK);
+        uint64_t steady = 0;
+        for (int f = 0; f < 220; f++) {
+            TEST_CONTEXT("density %g frame %d", (double)densities[di], f);
+            CHECK_EQ_INT(crowd_runner_frame(&r, &c, &got), BROADPHASE_OK);
+            if (f == 110) steady = allocations(r.world);
+            crowd_advance(&c);
+        }
+        CHECK_EQ_INT(allocations(r.world), steady);
+        crowd_runner_free(&r);
+        crowd_sets_free(&got);
+        crowd_free(&c);
+    }
+}
+
+/* Empty and one-object worlds, k = 0, and bad arguments (the world untouched). */
+TEST(neighbourhoods_edges_and_bad_input) {
+    broadphase_world *w = make_world(2, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2);
+    REQUIRE(w);
+    broadphase_neighbourhood_rows rows;
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, 10.0f, &rows), BROADPHASE_OK);
+    CHECK_EQ_INT(rows.count, 0);
+    float x[2] = {1.0f, 1.0f}, y[2] = {2.0f, 2.0f};
+    broadphase_boxes b = {x, y, NULL, x, y, NULL};
+    uint32_t id[2];
+    CHECK_EQ_INT(broadphase_add_boxes(w, 1, &b, id), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, 10.0f, &rows), BROADPHASE_OK);
+    CHECK(rows.count == 1 && rows.counts[0] == 0);
+    /* two points at the same place: each the other's, at 0 */
+    CHECK_EQ_INT(broadphase_add_boxes(w, 1, &b, id + 1), BROADPHASE_OK);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, 0.0f, &rows), BROADPHASE_OK);
+    CHECK(rows.count == 2 && rows.counts[0] == 1 && rows.counts[1] == 1);
+    CHECK(rows.ids[0 * 5] == 1 && rows.ids[1 * 5] == 0 && rows.dist2[0] == 0.0f);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 0, 1.0f, &rows), BROADPHASE_OK);
+    CHECK(rows.count == 2 && rows.counts[0] == 0 && rows.counts[1] == 0);
+    CHECK_EQ_INT(broadphase_neighbourhoods(NULL, 5, 1.0f, &rows),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, 1.0f, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, NAN, &rows), BROADPHASE_ERROR_NONFINITE);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, -1.0f, &rows),
+                 BROADPHASE_ERROR_NEGATIVE_RADIUS);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, SIZE_MAX / 4, 1.0f, &rows),
+                 BROADPHASE_ERROR_INVALID_ARGUMENT);
+    /* the world as it was: the same pairs as a step before */
+    broadphase_pairs p = step_ok(w);
+    CHECK(p.count == 1 && p.data[0].a == 0 && p.data[0].b == 1);
+    broadphase_destroy(w);
+}
+
 TEST_MAIN()

@@ -420,6 +420,90 @@ TEST(point_nearest_rank_random) {
     CHECK(ties > rows && cut > rows / 4);
 }
 
+/* The same exact step over runs of positions: every variant, and the twin, give the reference's
+ * rows over every position of the runs (1 to 9 disjoint runs of a column of up to 150 boxes, the
+ * bound infinite or one box's own distance), or say that more than SIMD_RANK_MAX are within it. */
+TEST(point_nearest_runs_random) {
+    int failures_before = test_failures;
+    long long rows = 0, ties = 0, over = 0;
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        int dims = 2 + (int)(seed % 2);
+        uint64_t state = seed * 104729 + (uint64_t)dims;
+        int style = (int)(seed % STYLE_COUNT);
+        size_t n = 1 + rng_below(&state, 150);
+        TEST_CONTEXT("seed %llu dims %d style %d n %zu", (unsigned long long)seed, dims, style, n);
+        box_set b;
+        box_set_init(&b, n + SIMD_PAD, dims);
+        uint32_t *ids = ids_new(n + SIMD_PAD);
+        for (size_t i = 0; i < n + SIMD_PAD; i++) {
+            float mn[3], mx[3];
+            rng_box(&state, style, mn, mx);
+            if (i < n)
+                box_set_put(&b, i, mn, mx, dims);
+            else
+                box_set_sentinel(&b, i, dims);
+            ids[i] = (uint32_t)(i * 2654435761u % 1000003u); /* distinct, unordered */
+        }
+        /* disjoint runs: the column cut at random places, some pieces taken */
+        uint32_t runs[9][2];
+        size_t run_count = 0;
+        for (uint32_t at = 0; at < n && run_count < 9;) {
+            uint32_t len = 1 + rng_below(&state, (uint32_t)(n - at < 40 ? n - at : 40));
+            if (rng_below(&state, 3) != 0) {
+                runs[run_count][0] = at;
+                runs[run_count][1] = at + len;
+                run_count++;
+            }
+            at += len;
+        }
+        float p[3] = {0, 0, 0};
+        for (int a = 0; a < dims; a++) p[a] = rng_coord(&state, style);
+        double max_d2 = INFINITY;
+        if (rng_below(&state, 3) > 0) {
+            float mn[3], mx[3];
+            box_get(&b, rng_below(&state, (uint32_t)n), dims, mn, mx);
+            max_d2 = qm_box_dist2(p, mn, mx, dims);
+        }
+        ranked want[160];
+        size_t kept = 0;
+        for (size_t r = 0; r < run_count; r++)
+            for (uint32_t j = runs[r][0]; j < runs[r][1]; j++) {
+                float mn[3], mx[3];
+                box_get(&b, j, dims, mn, mx);
+                double d2 = qm_box_dist2(p, mn, mx, dims);
+                if (d2 <= max_d2) want[kept++] = (ranked){(float)d2, ids[j]};
+            }
+        qsort(want, kept, sizeof *want, ranked_order);
+        for (size_t j = 1; j < kept; j++) ties += want[j].d == want[j - 1].d;
+        size_t k = 1 + rng_below(&state, 70);
+        size_t m = kept > SIMD_RANK_MAX ? SIZE_MAX : kept < k ? kept : k;
+        over += kept > SIMD_RANK_MAX;
+        rows++;
+        for (int v = 0; v < VARIANT_COUNT; v++) {
+            const simd_kernels *kr = variant(v);
+            if (!kr) continue;
+            float d2[80];
+            uint32_t got[80];
+            size_t gm = kr->point_nearest_runs(p, max_d2, &b.cols, (const uint32_t(*)[2])runs,
+                                               run_count, ids, dims, k, d2, got);
+            bool same = gm == m;
+            for (size_t j = 0; same && m != SIZE_MAX && j < m; j++)
+                same = memcmp(&d2[j], &want[j].d, sizeof(float)) == 0 && got[j] == want[j].id;
+            if (!same) {
+                CHECK(same);
+                fprintf(stderr, "  %s: %zu of %zu kept (k %zu), the reference %zu\n",
+                        variant_names[v], gm, kept, k, m);
+            }
+        }
+        free(ids);
+        box_set_free(&b);
+        REQUIRE(test_failures == failures_before);
+    }
+    printf("point_nearest_runs_random: %lld rows, %lld ties, %lld past the ranking's room\n", rows,
+           ties, over);
+    CHECK(ties > rows / 4 && over > rows / 20 && over < rows / 2);
+}
+
 TEST(ray_vs_boxes_random) {
     int failures_before = test_failures;
     long long exact_hits = 0, kept = 0, tests = 0;
