@@ -40,7 +40,9 @@ typedef struct make_ctx {
     simd_boxes cols;
 } make_ctx;
 
-static inline bool is_round(const store *s, uint32_t id) { return s->kind[id] == OBJECT_SPHERE; }
+static inline bool is_round(const store *s, uint32_t id) {
+    return s->kind[id] == OBJECT_SPHERE;
+}
 
 /* The point a neighbourhood is measured from. */
 static inline void centre_of(const store *s, uint32_t id, int dims, float c[3]) {
@@ -229,9 +231,9 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
         if (c->boxes_only) {
             /* the k + 1 nearest, this object among them unless k + 1 others tie with it at 0
              * ahead of it: the first k others either way */
-            size_t r = simd_point_nearest_runs(q, c->max_d2, &c->cols, (const uint32_t(*)[2])runs,
-                                               (size_t)m, n->order.data, c->dims, k + 1, best_d2,
-                                               best_id);
+            size_t r =
+                simd_point_nearest_runs(q, c->max_d2, &c->cols, (const uint32_t(*)[2])runs,
+                                        (size_t)m, n->order.data, c->dims, k + 1, best_d2, best_id);
             if (r != SIZE_MAX) {
                 for (size_t t = 0; t < r && got < k; t++) {
                     if (best_id[t] == self) continue;

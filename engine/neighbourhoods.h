@@ -23,12 +23,12 @@ typedef struct neighbourhoods_state {
     HEAP_ARRAY(uint64_t) keys_tmp;
     HEAP_ARRAY(uint32_t) order;
     HEAP_ARRAY(uint32_t) order_tmp;
-    HEAP_ARRAY(float) cols;    /* the boxes by position: six columns of stride live + SIMD_PAD */
-    HEAP_ARRAY(float) centre;  /* the centres by position: three columns of stride live + 1 */
-    HEAP_ARRAY(uint8_t) round; /* by position: 1 for a sphere */
-    HEAP_ARRAY(uint32_t) start; /* by cell: its first position (cells + 1) */
-    HEAP_ARRAY(double) partial; /* by worker: the bounds pass's and the runs pass's figures */
-    HEAP_ARRAY(uint32_t) hits;  /* by worker: a centre's filter hits (most + SIMD_PAD) */
+    HEAP_ARRAY(float) cols;       /* the boxes by position: six columns of stride live + SIMD_PAD */
+    HEAP_ARRAY(float) centre;     /* the centres by position: three columns of stride live + 1 */
+    HEAP_ARRAY(uint8_t) round;    /* by position: 1 for a sphere */
+    HEAP_ARRAY(uint32_t) start;   /* by cell: its first position (cells + 1) */
+    HEAP_ARRAY(double) partial;   /* by worker: the bounds pass's and the runs pass's figures */
+    HEAP_ARRAY(uint32_t) hits;    /* by worker: a centre's filter hits (most + SIMD_PAD) */
     HEAP_ARRAY(uint32_t) best_id; /* by worker: k + 1 (the ranking's and the slow path's) */
     HEAP_ARRAY(float) best_d2;
     /* the rows: object i's neighbours are ids[i * k .. i * k + counts[i]) */

@@ -237,9 +237,8 @@ broadphase_status broadphase_neighbourhoods(broadphase_world *w, size_t k, float
             size_t cs = n->live + 1;
             broadphase_points pts = {n->centre.data, n->centre.data + cs,
                                      dims == 3 ? n->centre.data + 2 * cs : NULL};
-            s = query_nearest_many_held(w, n->live, &pts, k + 1, max_distance,
-                                        n->batch_ids.data, n->batch_d2.data,
-                                        n->batch_counts.data);
+            s = query_nearest_many_held(w, n->live, &pts, k + 1, max_distance, n->batch_ids.data,
+                                        n->batch_d2.data, n->batch_counts.data);
             if (s == BROADPHASE_OK) neighbourhoods_from_batch(n, w->workers);
         }
     }

@@ -61,11 +61,11 @@ struct broadphase_world {
     size_t added_count, added_capacity;
 
     pairs_state pairs;
-    events_state events;               /* config.pair_events only */
-    neighbours_state neighbours;       /* the pairs as rows, made on demand */
+    events_state events;                 /* config.pair_events only */
+    neighbours_state neighbours;         /* the pairs as rows, made on demand */
     neighbourhoods_state neighbourhoods; /* the nearest within a distance, made on demand */
-    threads_scratch scratch;           /* per-worker working memory of the methods */
-    const struct method_table *method; /* config.method's table (method.h) */
+    threads_scratch scratch;             /* per-worker working memory of the methods */
+    const struct method_table *method;   /* config.method's table (method.h) */
     void *method_state;
 
     broadphase_stats stats;

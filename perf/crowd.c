@@ -442,7 +442,8 @@ int crowd_runner_frame(crowd_runner *r, const crowd *c, crowd_sets *out) {
     case CROWD_HOODS: {
         broadphase_boxes b = {c->pos[0], c->pos[1], z, c->pos[0], c->pos[1], z};
         s = broadphase_move_boxes(r->world, n, r->agent_ids, &b);
-        if (s == BROADPHASE_OK) s = broadphase_neighbourhoods(r->world, c->k, c->distance, &r->hoods);
+        if (s == BROADPHASE_OK)
+            s = broadphase_neighbourhoods(r->world, c->k, c->distance, &r->hoods);
         if (s == BROADPHASE_OK) pick(r, n, copy_rows, &pass);
         return s;
     }

@@ -74,7 +74,7 @@ typedef struct crowd_runner {
     int threads;
     broadphase_world *world; /* NULL for the seed */
     uint32_t *agent_ids;
-    broadphase_neighbour_rows rows; /* rows: the last frame's */
+    broadphase_neighbour_rows rows;      /* rows: the last frame's */
     broadphase_neighbourhood_rows hoods; /* neighbourhoods: the last frame's */
     /* balls: the rows */
     size_t *offsets;

@@ -39,10 +39,10 @@
     size_t simd_point_nearest_rank_##variant(                                                      \
         const float p[3], double max_d2, const simd_boxes *boxes, const uint32_t *at, size_t h,    \
         const uint32_t *ids, int dims, size_t k, float *out_d2, uint32_t *out_id);                 \
-    size_t simd_point_nearest_runs_##variant(                                                      \
-        const float p[3], double max_d2, const simd_boxes *boxes, const uint32_t(*runs)[2],        \
-        size_t run_count, const uint32_t *ids, int dims, size_t k, float *out_d2,                  \
-        uint32_t *out_id);                                                                         \
+    size_t simd_point_nearest_runs_##variant(const float p[3], double max_d2,                      \
+                                             const simd_boxes *boxes, const uint32_t(*runs)[2],    \
+                                             size_t run_count, const uint32_t *ids, int dims,      \
+                                             size_t k, float *out_d2, uint32_t *out_id);           \
     size_t simd_boxes_cross_pairs_##variant(                                                       \
         const simd_boxes *a, size_t a_begin, size_t a_end, const float a_lo[3],                    \
         const float a_hi[3], const simd_boxes *b, size_t b_begin, size_t b_end,                    \

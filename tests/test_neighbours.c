@@ -629,9 +629,9 @@ static bool hood_row_ok(broadphase_world *w, const mirror *m, uint32_t id,
  * structures where the grid is no use) and k from 1 past the ranking's 64; the same bytes for
  * 1 to 4 threads and both trees. */
 TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
-    static const scene_kind kinds[] = {SCENE_SHAPES,   SCENE_SHAPES2D, SCENE_CLUSTERED,
-                                       SCENE_IDENTICAL, SCENE_FLAT,    SCENE_HUGE,
-                                       SCENE_TINY,      SCENE_MIXED,   SCENE_PLANE2D};
+    static const scene_kind kinds[] = {SCENE_SHAPES,    SCENE_SHAPES2D, SCENE_CLUSTERED,
+                                       SCENE_IDENTICAL, SCENE_FLAT,     SCENE_HUGE,
+                                       SCENE_TINY,      SCENE_MIXED,    SCENE_PLANE2D};
     static const float distances[] = {0.0f, 3.0f, 12.0f, INFINITY};
     static const size_t ks[] = {1, 10, 70};
     size_t n = 700;
@@ -657,7 +657,7 @@ TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
                         make_world(sc.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
                     REQUIRE(w);
                     add_scene_mirrored(&sc, w, ids, &m);
-                    if (run % 2 == 1) step_ok(w); /* after a step, and before any */
+                    if (run % 2 == 1) step_ok(w);            /* after a step, and before any */
                     for (uint32_t id = 3; id < n; id += 7) { /* removed ids: empty rows */
                         CHECK_EQ_INT(broadphase_remove(w, 1, &id), BROADPHASE_OK);
                         m.alive[id] = 0;
@@ -679,7 +679,8 @@ TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
                                    rows.counts[i] * sizeof *first_d2);
                         }
                     } else {
-                        bool same = memcmp(first_counts, rows.counts, n * sizeof *first_counts) == 0;
+                        bool same =
+                            memcmp(first_counts, rows.counts, n * sizeof *first_counts) == 0;
                         for (size_t i = 0; i < n && same; i++)
                             same = memcmp(first_ids + i * k, rows.ids + i * k,
                                           rows.counts[i] * sizeof *first_ids) == 0 &&
@@ -751,8 +752,7 @@ TEST(neighbourhoods_edges_and_bad_input) {
                  BROADPHASE_ERROR_INVALID_ARGUMENT);
     CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, 1.0f, NULL), BROADPHASE_ERROR_INVALID_ARGUMENT);
     CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, NAN, &rows), BROADPHASE_ERROR_NONFINITE);
-    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, -1.0f, &rows),
-                 BROADPHASE_ERROR_NEGATIVE_RADIUS);
+    CHECK_EQ_INT(broadphase_neighbourhoods(w, 5, -1.0f, &rows), BROADPHASE_ERROR_NEGATIVE_RADIUS);
     CHECK_EQ_INT(broadphase_neighbourhoods(w, SIZE_MAX / 4, 1.0f, &rows),
                  BROADPHASE_ERROR_INVALID_ARGUMENT);
     /* the world as it was: the same pairs as a step before */
