@@ -4,10 +4,11 @@
  * exact figure (in double, within a relative 2^-50 of the true one). On each axis the gap from p
  * to j's box (for a sphere, to its ball) is then at most R (1 + 2^-50), and j's own centre lies
  * inside that box (ball), so |c_j - p| <= R (1 + 2^-50) + w_j on the axis, where w_j is j's width
- * (a box's hi - lo, a sphere's diameter). The cells are (R + the widest w) (1 + 1e-6) across or
- * more, so c_j and p lie at most one cell apart along each axis: the cell index
- * floor((x - origin) / size), computed in double, is monotone in x, and its rounding moves a
- * figure below 2^23 (the most cells along an axis) by far less than the 1e-6 to spare. */
+ * (a box's hi - lo, a sphere's diameter). The cells are (R + the widest w) (1 + 1e-4) / REACH
+ * across or more, so c_j and p lie at most REACH cells apart along each axis: the cell index
+ * floor((x - origin) * (1 / size)), computed in double, is monotone in x, and its roundings move
+ * a figure below 2^33 (the most cells along an axis) by less than 2^-18, far less than the
+ * REACH * 1e-4 to spare. */
 #include "neighbourhoods.h"
 
 #include "overlap.h"
@@ -22,6 +23,8 @@ enum {
     CELL_CHUNK = 1 << 10, /* cells at a time in the runs pass */
     CENTRE_CHUNK = 128,   /* centres at a time in the search */
     FIGURES = 10,         /* doubles a worker: lo[3], hi[3], widest[3], live (bounds pass) */
+    REACH = 2,            /* cells a centre's candidates lie within, along each axis */
+    RUNS_MAX = (2 * REACH + 1) * (2 * REACH + 1),
 };
 
 typedef struct make_ctx {
@@ -32,7 +35,8 @@ typedef struct make_ctx {
     double max_d2;
     float limit;       /* the float filter's bound */
     double origin[3];  /* the grid: its least corner, */
-    double size;       /* its cells' side */
+    double size;       /* its cells' side, */
+    double per_size;   /* and 1 / that, rounded */
     uint64_t along[3]; /* and cells along each axis (1 past dims) */
     size_t stride;     /* of the box columns */
     size_t most;       /* the most candidates a centre has */
@@ -81,7 +85,7 @@ static void bounds_pass(size_t begin, size_t end, int worker, void *p) {
 }
 
 static inline uint64_t cell_along(const make_ctx *c, int a, float x) {
-    double t = floor(((double)x - c->origin[a]) / c->size);
+    double t = floor(((double)x - c->origin[a]) * c->per_size);
     uint64_t i = t > 0.0 ? (uint64_t)t : 0;
     return i < c->along[a] ? i : c->along[a] - 1;
 }
@@ -148,24 +152,26 @@ static void starts_pass(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-/* The runs of the cells next to a cell (itself included): one a row of three cells along x.
- * Returns how many (at most 9), with their position ranges. */
+/* The runs of the cells within REACH of a cell along each axis (itself included): one a row of
+ * 2 REACH + 1 cells along x. Returns how many (at most RUNS_MAX), with their position ranges. */
 static int runs_of(const make_ctx *c, uint64_t key, uint32_t (*runs)[2]) {
-    uint64_t at[3];
-    at[0] = key % c->along[0];
-    at[1] = (key / c->along[0]) % c->along[1];
-    at[2] = key / c->along[0] / c->along[1];
-    uint64_t x0 = at[0] > 0 ? at[0] - 1 : 0, x1 = at[0] + 1 < c->along[0] ? at[0] + 1 : at[0];
+    int64_t at[3], along[3];
+    for (int a = 0; a < 3; a++) along[a] = (int64_t)c->along[a];
+    at[0] = (int64_t)(key % c->along[0]);
+    at[1] = (int64_t)((key / c->along[0]) % c->along[1]);
+    at[2] = (int64_t)(key / c->along[0] / c->along[1]);
+    int64_t x0 = at[0] > REACH ? at[0] - REACH : 0;
+    int64_t x1 = at[0] + REACH < along[0] ? at[0] + REACH : along[0] - 1;
     const uint32_t *start = c->n->start.data;
     int count = 0;
-    for (int dz = -1; dz <= 1; dz++) {
-        if ((dz < 0 && at[2] == 0) || (dz > 0 && at[2] + 1 >= c->along[2])) continue;
-        for (int dy = -1; dy <= 1; dy++) {
-            if ((dy < 0 && at[1] == 0) || (dy > 0 && at[1] + 1 >= c->along[1])) continue;
-            uint64_t row[3] = {x0, at[1] + (uint64_t)(int64_t)dy, at[2] + (uint64_t)(int64_t)dz};
+    for (int64_t z = at[2] - REACH; z <= at[2] + REACH; z++) {
+        if (z < 0 || z >= along[2]) continue;
+        for (int64_t y = at[1] - REACH; y <= at[1] + REACH; y++) {
+            if (y < 0 || y >= along[1]) continue;
+            uint64_t row[3] = {(uint64_t)x0, (uint64_t)y, (uint64_t)z};
             uint64_t first = cell_key(c, row);
             runs[count][0] = start[first];
-            runs[count][1] = start[first + (x1 - x0) + 1];
+            runs[count][1] = start[first + (uint64_t)(x1 - x0) + 1];
             count += runs[count][1] > runs[count][0];
         }
     }
@@ -180,7 +186,7 @@ static void runs_pass(size_t begin, size_t end, int worker, void *p) {
     for (size_t r = begin; r < end; r++) {
         uint32_t own = n->start.data[r + 1] - n->start.data[r];
         if (own == 0) continue;
-        uint32_t runs[9][2];
+        uint32_t runs[RUNS_MAX][2];
         int m = runs_of(c, r, runs);
         double sum = 0.0;
         for (int x = 0; x < m; x++) sum += runs[x][1] - runs[x][0];
@@ -220,11 +226,13 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
     uint32_t *hits = n->hits.data + (size_t)worker * (c->most + SIMD_PAD);
     uint32_t *best_id = n->best_id.data + (size_t)worker * (k + 1);
     float *best_d2 = n->best_d2.data + (size_t)worker * (k + 1);
+    uint32_t runs[RUNS_MAX][2];
+    int m = 0;
     for (size_t j = begin; j < end; j++) {
         uint32_t self = n->order.data[j];
         float q[3] = {n->centre.data[j], n->centre.data[cs + j], n->centre.data[2 * cs + j]};
-        uint32_t runs[9][2];
-        int m = runs_of(c, n->keys.data[j], runs);
+        if (j == begin || n->keys.data[j] != n->keys.data[j - 1]) /* a cell's centres are a run */
+            m = runs_of(c, n->keys.data[j], runs);
         uint32_t *out_id = n->ids.data + (size_t)self * k;
         float *out_d2 = n->d2.data + (size_t)self * k;
         size_t got = 0;
@@ -289,12 +297,12 @@ static bool reserve_partial(neighbourhoods_state *n, heap *h, int workers) {
     return heap_array_reserve(h, &n->partial, (size_t)workers * FIGURES, 0);
 }
 
-/* The grid's cells: (R + widest) (1 + 1e-6) across, or wider until they number at most
+/* The grid's cells: (R + widest) (1 + 1e-4) / REACH across, or wider until they number at most
  * 2 live + 64 (a sparse world, huge coordinates). */
 static void choose_grid(make_ctx *c, const double lo[3], const double hi[3], double widest,
                         float max_distance) {
     neighbourhoods_state *n = c->n;
-    double size = ((double)max_distance + widest) * (1.0 + 1e-6), span = 0.0;
+    double size = ((double)max_distance + widest) * (1.0 + 1e-4) / REACH, span = 0.0;
     for (int a = 0; a < c->dims; a++) span = hi[a] - lo[a] > span ? hi[a] - lo[a] : span;
     if (!(size > 0.0)) size = span > 0.0 ? span : 1.0;
     double limit = 2.0 * (double)n->live + 64.0;
@@ -305,6 +313,7 @@ static void choose_grid(make_ctx *c, const double lo[3], const double hi[3], dou
         size *= 1.5;
     }
     c->size = size;
+    c->per_size = 1.0 / size;
     n->cells = 1;
     for (int a = 0; a < 3; a++) {
         c->origin[a] = a < c->dims ? lo[a] : 0.0;

@@ -345,36 +345,34 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
     return rank_wide(dk, ik, h, kept, k, out_d2, out_id);
 }
 
-/* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries, 32-byte
- * aligned), each one's rank counted against all of them eight lanes at a time. */
+/* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries). Each
+ * hit's two keys become one 64-bit key, (distance bits << 32) | id, whose signed order is the
+ * ranking's (the distance bits are at most INT32_MAX); each one's rank is then counted against
+ * all of them four lanes at a time, one compare a lane. */
 static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
                         uint32_t *out_id) {
-    _Alignas(32) int32_t rank[SIMD_RANK_MAX + 8];
+    _Alignas(32) int64_t key[SIMD_RANK_MAX + 4], rank[SIMD_RANK_MAX + 4];
     size_t pos[SIMD_RANK_MAX + 1];
-    size_t blocks = (h + 7) / 8;
-    for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
-    simde__m256i r[SIMD_RANK_MAX / 8], xd[SIMD_RANK_MAX / 8], xi[SIMD_RANK_MAX / 8];
+    size_t blocks = (h + 3) / 4;
+    for (size_t j = 0; j < h; j++)
+        key[j] =
+            (int64_t)(((uint64_t)(uint32_t)dk[j] << 32) | ((uint32_t)ik[j] ^ UINT32_C(0x80000000)));
+    for (size_t j = h; j < blocks * 4; j++) key[j] = INT64_MAX;
+    simde__m256i r[SIMD_RANK_MAX / 4], x[SIMD_RANK_MAX / 4];
     for (size_t b = 0; b < blocks; b++) {
         r[b] = simde_mm256_setzero_si256();
-        xd[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(dk + 8 * b));
-        xi[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(ik + 8 * b));
+        x[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(key + 4 * b));
     }
     for (size_t i = 0; i < h; i++) {
-        simde__m256i d = simde_mm256_set1_epi32(dk[i]), e = simde_mm256_set1_epi32(ik[i]);
-        for (size_t b = 0; b < blocks; b++) {
-            /* hit i before lane j: d_i < d_j, or d_i == d_j and id_i < id_j (all -1 when so) */
-            simde__m256i before =
-                simde_mm256_or_si256(simde_mm256_cmpgt_epi32(xd[b], d),
-                                     simde_mm256_and_si256(simde_mm256_cmpeq_epi32(xd[b], d),
-                                                           simde_mm256_cmpgt_epi32(xi[b], e)));
-            r[b] = simde_mm256_sub_epi32(r[b], before);
-        }
+        simde__m256i e = simde_mm256_set1_epi64x(key[i]);
+        for (size_t b = 0; b < blocks; b++) /* hit i before lane j (all -1 when so) */
+            r[b] = simde_mm256_sub_epi64(r[b], simde_mm256_cmpgt_epi64(x[b], e));
     }
     for (size_t b = 0; b < blocks; b++)
-        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r[b]);
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 4 * b), r[b]);
     for (size_t j = 0; j < h; j++) {
-        size_t x = (size_t)rank[j];
-        pos[x < k ? x : k] = j;
+        size_t y = (size_t)rank[j];
+        pos[y < k ? y : k] = j;
     }
     return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
 }
@@ -392,13 +390,18 @@ size_t SIMD_WIDE(simd_point_nearest_runs)(const float p[3], double max_d2, const
     const simde__m256d half = simde_mm256_set1_pd(0.5), bound = simde_mm256_set1_pd(max_d2);
     const simde__m256d sign = simde_mm256_set1_pd(-0.0);
     simde__m256d q[3];
-    for (int a = 0; a < 3; a++) q[a] = simde_mm256_set1_pd(a < dims ? (double)p[a] : 0.0);
+    const float *mn[3], *mx[3]; /* (in registers: the stores below may alias *boxes) */
+    for (int a = 0; a < 3; a++) {
+        q[a] = simde_mm256_set1_pd(a < dims ? (double)p[a] : 0.0);
+        mn[a] = boxes->min[a];
+        mx[a] = boxes->max[a];
+    }
     for (size_t r = 0; r < run_count; r++) {
         for (size_t j = runs[r][0]; j < runs[r][1]; j += 4) {
             simde__m256d sum = simde_mm256_setzero_pd();
             for (int a = 0; a < dims; a++) {
-                simde__m256d lo = simde_mm256_cvtps_pd(simde_mm_loadu_ps(boxes->min[a] + j));
-                simde__m256d hi = simde_mm256_cvtps_pd(simde_mm_loadu_ps(boxes->max[a] + j));
+                simde__m256d lo = simde_mm256_cvtps_pd(simde_mm_loadu_ps(mn[a] + j));
+                simde__m256d hi = simde_mm256_cvtps_pd(simde_mm_loadu_ps(mx[a] + j));
                 simde__m256d u = simde_mm256_sub_pd(lo, q[a]), v = simde_mm256_sub_pd(q[a], hi);
                 simde__m256d g = simde_mm256_max_pd(u, v); /* as in simd_point_nearest_rank */
                 g = simde_mm256_mul_pd(simde_mm256_add_pd(g, simde_mm256_andnot_pd(sign, g)), half);
@@ -407,9 +410,8 @@ size_t SIMD_WIDE(simd_point_nearest_runs)(const float p[3], double max_d2, const
             unsigned in =
                 (unsigned)simde_mm256_movemask_pd(simde_mm256_cmp_pd(sum, bound, SIMDE_CMP_LE_OQ));
             if (runs[r][1] - j < 4) in &= (1u << (runs[r][1] - j)) - 1u;
-            if (in == 0) continue;
             /* the kept lanes packed to the front (the pack table's first four lanes), all four
-             * stored, the kept ones counted */
+             * stored, the kept ones counted (no branch: half the groups keep none) */
             simde__m128i sel = simde_mm_cvtepu8_epi32(
                 simde_mm_loadl_epi64((const simde__m128i *)(const void *)&simd_pack_table[in]));
             simde__m128i id = simde_mm_xor_si128(simde_mm_loadu_si128((const void *)(ids + j)),
