@@ -39,7 +39,13 @@ typedef struct make_ctx {
     double per_size;   /* and 1 / that, rounded */
     uint64_t along[3]; /* and cells along each axis (1 past dims) */
     size_t stride;     /* of the box columns */
-    size_t most;       /* the most candidates a centre has */
+    size_t most;       /* the most candidates a centre has at reach r_start */
+    double need;       /* (R + widest) (1 + 1e-4): what a centre's candidates lie within */
+    double widest;
+    int r_start;       /* the cells a search first reaches along each axis, */
+    int r_max;         /* and the most it may need (need / size, rounded up) */
+    size_t runs_cap;   /* runs a worker's buffer holds: (2 r_max + 1)^(dims - 1) */
+    size_t hits_cap;   /* hits a worker's buffer holds */
     bool boxes_only;   /* no sphere: the runs go straight to the ranking */
     simd_boxes cols;
 } make_ctx;
@@ -152,21 +158,22 @@ static void starts_pass(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-/* The runs of the cells within REACH of a cell along each axis (itself included): one a row of
- * 2 REACH + 1 cells along x. Returns how many (at most RUNS_MAX), with their position ranges. */
-static int runs_of(const make_ctx *c, uint64_t key, uint32_t (*runs)[2]) {
+/* The runs of the cells within `reach` of a cell along each axis (itself included): one a row of
+ * 2 reach + 1 cells along x. Returns how many (at most (2 reach + 1)^(dims - 1)), with their
+ * position ranges. */
+static int runs_of(const make_ctx *c, uint64_t key, int64_t reach, uint32_t (*runs)[2]) {
     int64_t at[3], along[3];
     for (int a = 0; a < 3; a++) along[a] = (int64_t)c->along[a];
     at[0] = (int64_t)(key % c->along[0]);
     at[1] = (int64_t)((key / c->along[0]) % c->along[1]);
     at[2] = (int64_t)(key / c->along[0] / c->along[1]);
-    int64_t x0 = at[0] > REACH ? at[0] - REACH : 0;
-    int64_t x1 = at[0] + REACH < along[0] ? at[0] + REACH : along[0] - 1;
+    int64_t x0 = at[0] > reach ? at[0] - reach : 0;
+    int64_t x1 = at[0] + reach < along[0] ? at[0] + reach : along[0] - 1;
     const uint32_t *start = c->n->start.data;
     int count = 0;
-    for (int64_t z = at[2] - REACH; z <= at[2] + REACH; z++) {
+    for (int64_t z = at[2] - reach; z <= at[2] + reach; z++) {
         if (z < 0 || z >= along[2]) continue;
-        for (int64_t y = at[1] - REACH; y <= at[1] + REACH; y++) {
+        for (int64_t y = at[1] - reach; y <= at[1] + reach; y++) {
             if (y < 0 || y >= along[1]) continue;
             uint64_t row[3] = {(uint64_t)x0, (uint64_t)y, (uint64_t)z};
             uint64_t first = cell_key(c, row);
@@ -187,7 +194,7 @@ static void runs_pass(size_t begin, size_t end, int worker, void *p) {
         uint32_t own = n->start.data[r + 1] - n->start.data[r];
         if (own == 0) continue;
         uint32_t runs[RUNS_MAX][2];
-        int m = runs_of(c, r, runs);
+        int m = runs_of(c, r, c->r_start, runs);
         double sum = 0.0;
         for (int x = 0; x < m; x++) sum += runs[x][1] - runs[x][0];
         f[0] = sum > f[0] ? sum : f[0];
@@ -218,76 +225,147 @@ static inline void keep(uint32_t *ids, float *d2s, size_t *m, size_t k, uint32_t
     d2s[at] = d;
 }
 
+/* Where more are within the distance than the ranking takes (a dense crowd): only those that
+ * can be among the `want` nearest. Each hit's float distance (within a relative 1e-5 of the
+ * exact one, as the filter's) is counted into BANDS bands of the squared distance; the band
+ * where the count reaches `want` holds the want-th nearest, whose exact figure may reach the
+ * next band, so the hits up to that one stay, in their order. A sphere's box is nearer than its
+ * ball: it stays by its box, but does not count towards the `want`. Returns how many stay. */
+enum { BANDS = 64 };
+static size_t band_of(const make_ctx *c, const float q[3], uint32_t at, float scale) {
+    float s = 0.0f;
+    for (int a = 0; a < c->dims; a++) {
+        float u = c->cols.min[a][at] - q[a], v = q[a] - c->cols.max[a][at];
+        float g = u > v ? u : v;
+        g = g > 0.0f ? g : 0.0f;
+        s += g * g;
+    }
+    /* lowered by the relative margin, so that a band never sits above the exact figure's */
+    float x = s * 0.99998f * scale;
+    return x < (float)BANDS ? (size_t)x : BANDS;
+}
+
+static size_t nearest_bands(const make_ctx *c, const float q[3], uint32_t *hits, size_t h,
+                            size_t want) {
+    float bound = (float)c->max_d2;
+    if (!(bound > 0.0f) || !(bound < INFINITY)) return h;
+    float scale = (float)BANDS / bound;
+    uint32_t count[BANDS + 1] = {0};
+    for (size_t t = 0; t < h; t++)
+        count[band_of(c, q, hits[t], scale)] += c->n->round.data[hits[t]] ? 0u : 1u;
+    size_t last = 0, seen = 0;
+    while (last < BANDS && seen + count[last] < want) seen += count[last++];
+    size_t m = 0;
+    for (size_t t = 0; t < h; t++)
+        if (band_of(c, q, hits[t], scale) <= last + 1) hits[m++] = hits[t];
+    return m;
+}
+
+/* The `want` nearest within the distance (and within `bound`, squared, a distance no nearer one
+ * can be past) among the objects of the runs, ranked, into best_*; returns how many. */
+static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*runs)[2], int m,
+                         double bound, size_t want, uint32_t *hits, uint32_t *best_id,
+                         float *best_d2) {
+    const neighbourhoods_state *n = c->n;
+    if (c->boxes_only) {
+        size_t r = simd_point_nearest_runs(q, bound, &c->cols, runs, (size_t)m, n->order.data,
+                                           c->dims, want, best_d2, best_id);
+        if (r != SIZE_MAX) return r;
+    }
+    size_t total = 0;
+    for (int x = 0; x < m; x++) total += runs[x][1] - runs[x][0];
+    size_t h = 0;
+    if (total <= c->hits_cap) { /* the filter, the bands, the ranking */
+        float limit = (float)bound * 1.00001f;
+        for (int x = 0; x < m; x++)
+            h += simd_point_vs_boxes(q, limit, &c->cols, runs[x][0], runs[x][1], c->dims, hits + h);
+        if (h > want) h = nearest_bands(c, q, hits, h, want);
+        bool round = false;
+        for (size_t t = 0; t < h; t++) round |= n->round.data[hits[t]];
+        if (!round && h <= SIMD_RANK_MAX)
+            return simd_point_nearest_rank(q, bound, &c->cols, hits, h, n->order.data, c->dims,
+                                           want, best_d2, best_id);
+    }
+    /* one at a time: spheres among them, or too many for the buffer */
+    size_t got = 0;
+    for (int x = 0; x < m; x++) {
+        size_t count = total <= c->hits_cap ? h : runs[x][1] - runs[x][0];
+        for (size_t t = 0; t < count; t++) {
+            uint32_t at = total <= c->hits_cap ? hits[t] : runs[x][0] + (uint32_t)t;
+            uint32_t id = n->order.data[at];
+            double d2;
+            if (n->round.data[at]) {
+                const store *s = c->s;
+                float ctr[3] = {s->center[0][id], s->center[1][id], s->center[2][id]};
+                d2 = qm_sphere_dist2(q, ctr, s->radius[id], c->dims);
+            } else {
+                float lo[3], hi[3];
+                for (int a = 0; a < 3; a++) {
+                    lo[a] = c->cols.min[a][at];
+                    hi[a] = c->cols.max[a][at];
+                }
+                d2 = qm_box_dist2(q, lo, hi, c->dims);
+            }
+            if (d2 <= bound) keep(best_id, best_d2, &got, want, id, d2);
+        }
+        if (total <= c->hits_cap) break; /* the hits were the whole block */
+    }
+    return got;
+}
+
+/* Each centre's k + 1 nearest (itself among them, unless k + 1 others tie with it at 0 ahead of
+ * it: the first k others either way), searched over the cells within r_start of its own, then
+ * farther while the (k + 1)-th found may have a nearer one beyond the cells searched: the cells
+ * within r hold every object within r size / (1 + 1e-4) - widest of the centre. A farther
+ * search is bounded by the (k + 1)-th found: no object past it can rank before it. */
 static void search_pass(size_t begin, size_t end, int worker, void *p) {
     make_ctx *c = p;
     neighbourhoods_state *n = c->n;
-    const store *s = c->s;
     size_t k = c->k, cs = n->live + 1;
-    uint32_t *hits = n->hits.data + (size_t)worker * (c->most + SIMD_PAD);
+    uint32_t *hits = n->hits.data + (size_t)worker * (c->hits_cap + SIMD_PAD);
     uint32_t *best_id = n->best_id.data + (size_t)worker * (k + 1);
     float *best_d2 = n->best_d2.data + (size_t)worker * (k + 1);
-    uint32_t runs[RUNS_MAX][2];
+    uint32_t(*runs)[2] = (uint32_t(*)[2])(n->runs.data + (size_t)worker * 2 * c->runs_cap);
     int m = 0;
     for (size_t j = begin; j < end; j++) {
         uint32_t self = n->order.data[j];
         float q[3] = {n->centre.data[j], n->centre.data[cs + j], n->centre.data[2 * cs + j]};
-        if (j == begin || n->keys.data[j] != n->keys.data[j - 1]) /* a cell's centres are a run */
-            m = runs_of(c, n->keys.data[j], runs);
+        uint64_t key = n->keys.data[j];
+        /* a cell's centres are a run: its runs at r_start are found once */
+        bool same = j > begin && key == n->keys.data[j - 1];
+        int r = c->r_start;
+        if (!same) m = runs_of(c, key, r, runs);
+        double bound = c->max_d2;
+        size_t got;
+        for (;;) {
+            got = block_best(c, q, (const uint32_t(*)[2])runs, m, bound, k + 1, hits, best_id,
+                             best_d2);
+            if (r >= c->r_max) break;
+            int next = r * 2 < c->r_max ? r * 2 : c->r_max;
+            if (got == k + 1) {
+                /* every object ranking before the (k + 1)-th is nearer than this */
+                double far = (double)nextafterf(best_d2[k], INFINITY);
+                double reach = sqrt(far);
+                if ((reach + c->widest) * (1.0 + 1e-4) <= (double)r * c->size) break;
+                double want_r = ceil((reach + c->widest) * (1.0 + 1e-4) / c->size);
+                next = want_r < (double)c->r_max ? (int)want_r : c->r_max;
+                next = next > r ? next : r + 1;
+                bound = far < bound ? far : bound;
+            }
+            r = next;
+            m = runs_of(c, key, r, runs);
+        }
+        if (r != c->r_start) m = runs_of(c, key, c->r_start, runs); /* (for the next centre) */
         uint32_t *out_id = n->ids.data + (size_t)self * k;
         float *out_d2 = n->d2.data + (size_t)self * k;
-        size_t got = 0;
-        if (c->boxes_only) {
-            /* the k + 1 nearest, this object among them unless k + 1 others tie with it at 0
-             * ahead of it: the first k others either way */
-            size_t r =
-                simd_point_nearest_runs(q, c->max_d2, &c->cols, (const uint32_t(*)[2])runs,
-                                        (size_t)m, n->order.data, c->dims, k + 1, best_d2, best_id);
-            if (r != SIZE_MAX) {
-                for (size_t t = 0; t < r && got < k; t++) {
-                    if (best_id[t] == self) continue;
-                    out_id[got] = best_id[t];
-                    out_d2[got] = best_d2[t];
-                    got++;
-                }
-                n->counts.data[self] = (uint32_t)got;
-                continue;
-            }
+        size_t out = 0;
+        for (size_t t = 0; t < got && out < k; t++) {
+            if (best_id[t] == self) continue;
+            out_id[out] = best_id[t];
+            out_d2[out] = best_d2[t];
+            out++;
         }
-        size_t h = 0;
-        for (int x = 0; x < m; x++)
-            h += simd_point_vs_boxes(q, c->limit, &c->cols, runs[x][0], runs[x][1], c->dims,
-                                     hits + h);
-        bool round = false;
-        for (size_t t = 0; t < h; t++) round |= n->round.data[hits[t]];
-        if (!round && h <= SIMD_RANK_MAX) {
-            size_t r = simd_point_nearest_rank(q, c->max_d2, &c->cols, hits, h, n->order.data,
-                                               c->dims, k + 1, best_d2, best_id);
-            for (size_t t = 0; t < r && got < k; t++) {
-                if (best_id[t] == self) continue;
-                out_id[got] = best_id[t];
-                out_d2[got] = best_d2[t];
-                got++;
-            }
-        } else {
-            for (size_t t = 0; t < h; t++) {
-                uint32_t at = hits[t], id = n->order.data[at];
-                if (id == self) continue;
-                double d2;
-                if (n->round.data[at]) {
-                    float ctr[3] = {s->center[0][id], s->center[1][id], s->center[2][id]};
-                    d2 = qm_sphere_dist2(q, ctr, s->radius[id], c->dims);
-                } else {
-                    float lo[3], hi[3];
-                    for (int a = 0; a < 3; a++) {
-                        lo[a] = c->cols.min[a][at];
-                        hi[a] = c->cols.max[a][at];
-                    }
-                    d2 = qm_box_dist2(q, lo, hi, c->dims);
-                }
-                if (d2 <= c->max_d2) keep(out_id, out_d2, &got, k, id, d2);
-            }
-        }
-        n->counts.data[self] = (uint32_t)got;
+        n->counts.data[self] = (uint32_t)out;
     }
 }
 
@@ -297,13 +375,31 @@ static bool reserve_partial(neighbourhoods_state *n, heap *h, int workers) {
     return heap_array_reserve(h, &n->partial, (size_t)workers * FIGURES, 0);
 }
 
-/* The grid's cells: (R + widest) (1 + 1e-4) / REACH across, or wider until they number at most
- * 2 live + 64 (a sparse world, huge coordinates). */
+/* The grid's cells. Where the distance is small next to the objects' spacing: (R + widest)
+ * (1 + 1e-4) / REACH across, each centre searching REACH cells along each axis. Where it is
+ * large (a dense crowd, whose k nearest lie well within R): cells that hold about 2 (k + 1) / 3^d
+ * centres on average, a search starting at the next cells and going farther only as far as its
+ * (k + 1)-th nearest found so far may need (search_pass). Either way no more than 2 live + 64
+ * cells (a sparse world, huge coordinates). */
 static void choose_grid(make_ctx *c, const double lo[3], const double hi[3], double widest,
                         float max_distance) {
     neighbourhoods_state *n = c->n;
-    double size = ((double)max_distance + widest) * (1.0 + 1e-4) / REACH, span = 0.0;
-    for (int a = 0; a < c->dims; a++) span = hi[a] - lo[a] > span ? hi[a] - lo[a] : span;
+    c->widest = widest;
+    c->need = ((double)max_distance + widest) * (1.0 + 1e-4);
+    double size = c->need / REACH, span = 0.0, volume = 1.0;
+    int spread = 0; /* axes along which the centres spread */
+    for (int a = 0; a < c->dims; a++) {
+        span = hi[a] - lo[a] > span ? hi[a] - lo[a] : span;
+        if (hi[a] > lo[a]) {
+            volume *= hi[a] - lo[a];
+            spread++;
+        }
+    }
+    double per_cell = 2.0 * (double)(c->k + 1) / (c->dims == 3 ? 27.0 : 9.0);
+    if (spread > 0) {
+        double dense = pow(volume * per_cell / (double)n->live, 1.0 / spread);
+        if (dense < size) size = dense;
+    }
     if (!(size > 0.0)) size = span > 0.0 ? span : 1.0;
     double limit = 2.0 * (double)n->live + 64.0;
     for (;;) {
@@ -320,6 +416,14 @@ static void choose_grid(make_ctx *c, const double lo[3], const double hi[3], dou
         c->along[a] = a < c->dims ? (uint64_t)floor((hi[a] - lo[a]) / size) + 1 : 1;
         n->cells *= c->along[a];
     }
+    /* the reach that holds every candidate; more than the grid's width is all of it */
+    double most_along = 1.0;
+    for (int a = 0; a < c->dims; a++)
+        most_along = (double)c->along[a] > most_along ? (double)c->along[a] : most_along;
+    double r = ceil(c->need / size * (1.0 - 1e-6));
+    r = r < 1.0 ? 1.0 : r;
+    c->r_max = r < most_along ? (int)r : (int)most_along;
+    c->r_start = c->r_max <= REACH ? c->r_max : 1;
 }
 
 bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
@@ -411,13 +515,19 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         most = f[0] > most ? f[0] : most;
         total += f[1];
     }
-    if (total > (double)NEIGHBOURHOODS_MOST_CANDIDATES * (double)n->live) {
+    double rows_max = c.r_max * 2.0 + 1.0;
+    if (dims == 3) rows_max *= rows_max;
+    if (total > (double)NEIGHBOURHOODS_MOST_CANDIDATES * (double)n->live ||
+        rows_max > NEIGHBOURHOODS_MOST_RUNS) {
         n->unfit = true;
         return false;
     }
     c.most = (size_t)most;
     c.boxes_only = s->sphere_count == 0;
-    if (!heap_array_reserve(h, &n->hits, (size_t)workers * (c.most + SIMD_PAD), 0) ||
+    c.runs_cap = (size_t)rows_max;
+    c.hits_cap = c.most > 4096 ? c.most : 4096;
+    if (!heap_array_reserve(h, &n->hits, (size_t)workers * (c.hits_cap + SIMD_PAD), 0) ||
+        !heap_array_reserve(h, &n->runs, (size_t)workers * 2 * c.runs_cap, 0) ||
         !heap_array_reserve(h, &n->best_id, (size_t)workers * (k + 1), 0) ||
         !heap_array_reserve(h, &n->best_d2, (size_t)workers * (k + 1), 0))
         return false;
@@ -466,6 +576,7 @@ void neighbourhoods_release(neighbourhoods_state *n, heap *h) {
     heap_array_release(h, &n->start);
     heap_array_release(h, &n->partial);
     heap_array_release(h, &n->hits);
+    heap_array_release(h, &n->runs);
     heap_array_release(h, &n->best_id);
     heap_array_release(h, &n->best_d2);
     heap_array_release(h, &n->ids);

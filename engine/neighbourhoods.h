@@ -28,7 +28,8 @@ typedef struct neighbourhoods_state {
     HEAP_ARRAY(uint8_t) round;    /* by position: 1 for a sphere */
     HEAP_ARRAY(uint32_t) start;   /* by cell: its first position (cells + 1) */
     HEAP_ARRAY(double) partial;   /* by worker: the bounds pass's and the runs pass's figures */
-    HEAP_ARRAY(uint32_t) hits;    /* by worker: a centre's filter hits (most + SIMD_PAD) */
+    HEAP_ARRAY(uint32_t) hits;    /* by worker: a centre's filter hits */
+    HEAP_ARRAY(uint32_t) runs;    /* by worker: a centre's runs (two positions each) */
     HEAP_ARRAY(uint32_t) best_id; /* by worker: k + 1 (the ranking's and the slow path's) */
     HEAP_ARRAY(float) best_d2;
     /* the rows: object i's neighbours are ids[i * k .. i * k + counts[i]) */
@@ -49,7 +50,7 @@ typedef struct neighbourhoods_state {
 /* Cells hold this many candidates a centre on average, or more: the grid is no use (the distance
  * is large next to the objects' spacing, or one object is wide) and the call asks the world's
  * structures instead (neighbourhoods_from_batch). */
-enum { NEIGHBOURHOODS_MOST_CANDIDATES = 512 };
+enum { NEIGHBOURHOODS_MOST_CANDIDATES = 512, NEIGHBOURHOODS_MOST_RUNS = 1024 };
 
 /* Rows for ids [0, s->id_end): for every live object, the at most k other live objects nearest
  * its centre (a sphere's centre; a box's midpoint, computed in double and rounded to float) whose

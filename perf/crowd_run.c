@@ -144,7 +144,8 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
         }
         if (first >= 0)
             for (size_t i = 0; i < c.count; i++) neighbours += sets[first].count[i];
-        if (!o->quiet && o->frames <= 20 && status == 0) {
+        /* every frame of a short run, twenty of a long one */
+        if (!o->quiet && status == 0 && (o->frames <= 20 || f % (o->frames / 20) == 0)) {
             fprintf(out, "frame %3zu:", f);
             for (int q = 0; q < CROWD_ROUTES; q++)
                 if (o->routes[q]) fprintf(out, "  %s %.3f ms", crowd_route_name(q), ms[q][f]);
