@@ -42,16 +42,23 @@ typedef struct make_ctx {
     size_t most;       /* the most candidates a centre has at reach r_start */
     double need;       /* (R + widest) (1 + 1e-4): what a centre's candidates lie within */
     double widest;
-    int r_start;       /* the cells a search first reaches along each axis, */
-    int r_max;         /* and the most it may need (need / size, rounded up) */
-    size_t runs_cap;   /* runs a worker's buffer holds: (2 r_max + 1)^(dims - 1) */
-    size_t hits_cap;   /* hits a worker's buffer holds */
-    bool boxes_only;   /* no sphere: the runs go straight to the ranking */
+    double lo[3], hi[3]; /* the centres' bounds */
+    int spread;          /* axes along which they spread */
+    int r_start;         /* the cells a search first reaches along each axis, */
+    int r_max;           /* and the most it may need (need / size, rounded up) */
+    size_t runs_cap;     /* runs a worker's buffer holds: (2 r_max + 1)^(dims - 1) */
+    size_t hits_cap;     /* hits a worker's buffer holds */
+    bool boxes_only;     /* no sphere: the runs go straight to the ranking */
     simd_boxes cols;
 } make_ctx;
 
 static inline bool is_round(const store *s, uint32_t id) {
     return s->kind[id] == OBJECT_SPHERE;
+}
+
+/* The centres a cell holds on average in a dense world: twice k + 1 over the next cells. */
+static inline double per_cell(const make_ctx *c) {
+    return 2.0 * (double)(c->k + 1) / (c->dims == 3 ? 27.0 : 9.0);
 }
 
 /* The point a neighbourhood is measured from. */
@@ -185,11 +192,12 @@ static int runs_of(const make_ctx *c, uint64_t key, int64_t reach, uint32_t (*ru
     return count;
 }
 
-/* Per worker: the most candidates of a centre, and the sum over centres. */
+/* Per worker: the most candidates of a centre, the sum over centres, and the sum over cells of
+ * their centres squared (over the centres, the mean of their cells' centres). */
 static void runs_pass(size_t begin, size_t end, int worker, void *p) {
     make_ctx *c = p;
     neighbourhoods_state *n = c->n;
-    double *to = n->partial.data + (size_t)worker * FIGURES, f[2] = {to[0], to[1]};
+    double *to = n->partial.data + (size_t)worker * FIGURES, f[3] = {to[0], to[1], to[2]};
     for (size_t r = begin; r < end; r++) {
         uint32_t own = n->start.data[r + 1] - n->start.data[r];
         if (own == 0) continue;
@@ -199,9 +207,11 @@ static void runs_pass(size_t begin, size_t end, int worker, void *p) {
         for (int x = 0; x < m; x++) sum += runs[x][1] - runs[x][0];
         f[0] = sum > f[0] ? sum : f[0];
         f[1] += sum * own;
+        f[2] += (double)own * own;
     }
     to[0] = f[0];
     to[1] = f[1];
+    to[2] = f[2];
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -375,55 +385,92 @@ static bool reserve_partial(neighbourhoods_state *n, heap *h, int workers) {
     return heap_array_reserve(h, &n->partial, (size_t)workers * FIGURES, 0);
 }
 
-/* The grid's cells. Where the distance is small next to the objects' spacing: (R + widest)
- * (1 + 1e-4) / REACH across, each centre searching REACH cells along each axis. Where it is
- * large (a dense crowd, whose k nearest lie well within R): cells that hold about 2 (k + 1) / 3^d
- * centres on average, a search starting at the next cells and going farther only as far as its
- * (k + 1)-th nearest found so far may need (search_pass). Either way no more than 2 live + 64
- * cells (a sparse world, huge coordinates). */
-static void choose_grid(make_ctx *c, const double lo[3], const double hi[3], double widest,
-                        float max_distance) {
+/* Cells `size` across (or wider, until they number at most 2 live + 64: a sparse world, huge
+ * coordinates), and the reaches a search takes on them. */
+static void set_grid(make_ctx *c, double size) {
     neighbourhoods_state *n = c->n;
-    c->widest = widest;
-    c->need = ((double)max_distance + widest) * (1.0 + 1e-4);
-    double size = c->need / REACH, span = 0.0, volume = 1.0;
-    int spread = 0; /* axes along which the centres spread */
-    for (int a = 0; a < c->dims; a++) {
-        span = hi[a] - lo[a] > span ? hi[a] - lo[a] : span;
-        if (hi[a] > lo[a]) {
-            volume *= hi[a] - lo[a];
-            spread++;
-        }
-    }
-    double per_cell = 2.0 * (double)(c->k + 1) / (c->dims == 3 ? 27.0 : 9.0);
-    if (spread > 0) {
-        double dense = pow(volume * per_cell / (double)n->live, 1.0 / spread);
-        if (dense < size) size = dense;
-    }
+    double span = 0.0;
+    for (int a = 0; a < c->dims; a++)
+        span = c->hi[a] - c->lo[a] > span ? c->hi[a] - c->lo[a] : span;
     if (!(size > 0.0)) size = span > 0.0 ? span : 1.0;
     double limit = 2.0 * (double)n->live + 64.0;
     for (;;) {
         double cells = 1.0;
-        for (int a = 0; a < c->dims; a++) cells *= floor((hi[a] - lo[a]) / size) + 1.0;
+        for (int a = 0; a < c->dims; a++) cells *= floor((c->hi[a] - c->lo[a]) / size) + 1.0;
         if (cells <= limit) break;
         size *= 1.5;
     }
     c->size = size;
     c->per_size = 1.0 / size;
     n->cells = 1;
+    double most_along = 1.0;
     for (int a = 0; a < 3; a++) {
-        c->origin[a] = a < c->dims ? lo[a] : 0.0;
-        c->along[a] = a < c->dims ? (uint64_t)floor((hi[a] - lo[a]) / size) + 1 : 1;
+        c->origin[a] = a < c->dims ? c->lo[a] : 0.0;
+        c->along[a] = a < c->dims ? (uint64_t)floor((c->hi[a] - c->lo[a]) / size) + 1 : 1;
         n->cells *= c->along[a];
+        most_along = (double)c->along[a] > most_along ? (double)c->along[a] : most_along;
     }
     /* the reach that holds every candidate; more than the grid's width is all of it */
-    double most_along = 1.0;
-    for (int a = 0; a < c->dims; a++)
-        most_along = (double)c->along[a] > most_along ? (double)c->along[a] : most_along;
     double r = ceil(c->need / size * (1.0 - 1e-6));
     r = r < 1.0 ? 1.0 : r;
     c->r_max = r < most_along ? (int)r : (int)most_along;
     c->r_start = c->r_max <= REACH ? c->r_max : 1;
+}
+
+/* The grid's first cells. Where the distance is small next to the objects' spacing: (R +
+ * widest) (1 + 1e-4) / REACH across, each centre searching REACH cells along each axis. Where it
+ * is large (a dense crowd, whose k nearest lie well within R): cells that hold about per_cell
+ * centres on average, a search starting at the next cells and going farther only as far as its
+ * (k + 1)-th nearest found so far may need (search_pass). */
+static double first_size(make_ctx *c) {
+    double size = c->need / REACH, volume = 1.0;
+    c->spread = 0; /* axes along which the centres spread */
+    for (int a = 0; a < c->dims; a++)
+        if (c->hi[a] > c->lo[a]) {
+            volume *= c->hi[a] - c->lo[a];
+            c->spread++;
+        }
+    if (c->spread > 0) {
+        double dense = pow(volume * per_cell(c) / (double)c->n->live, 1.0 / c->spread);
+        if (dense < size) size = dense;
+    }
+    return size;
+}
+
+/* The objects sorted by cell (ascending ids within one: the sort is stable), their boxes and
+ * centres gathered in that order, the cells' starts, and the candidates' figures (runs_pass).
+ * False on out of memory. */
+static bool sort_into_cells(make_ctx *c, heap *h, int workers, double fig[3]) {
+    neighbourhoods_state *n = c->n;
+    size_t rows = n->rows;
+    if (!heap_array_reserve(h, &n->start, n->cells + 2, 0)) return false;
+    threads_for_ranges(workers, rows, ID_CHUNK, keys_pass, c);
+    int bits = 1;
+    while (bits < 64 && (n->cells >> bits) != 0) bits++;
+    threads_radix_sort_pairs(workers, n->keys.data, n->order.data, n->keys_tmp.data,
+                             n->order_tmp.data, rows, bits, n->hist);
+    threads_for_ranges(workers, n->live, ID_CHUNK, gather_pass, c);
+    for (size_t j = n->live; j < c->stride; j++) /* sentinels past the end, for the filter */
+        for (int a = 0; a < 3; a++) {
+            n->cols.data[c->stride * (size_t)a + j] = INFINITY;
+            n->cols.data[c->stride * (size_t)(3 + a) + j] = -INFINITY;
+        }
+    for (int a = 0; a < 3; a++) {
+        c->cols.min[a] = n->cols.data + c->stride * (size_t)a;
+        c->cols.max[a] = n->cols.data + c->stride * (size_t)(3 + a);
+    }
+    threads_for_ranges(workers, n->live + 1, ID_CHUNK, starts_pass, c);
+    for (int w = 0; w < workers; w++)
+        for (int x = 0; x < 3; x++) n->partial.data[(size_t)w * FIGURES + (size_t)x] = 0.0;
+    threads_for_ranges(workers, n->cells, CELL_CHUNK, runs_pass, c);
+    fig[0] = fig[1] = fig[2] = 0.0;
+    for (int w = 0; w < workers; w++) {
+        const double *f = n->partial.data + (size_t)w * FIGURES;
+        fig[0] = f[0] > fig[0] ? f[0] : fig[0];
+        fig[1] += f[1];
+        fig[2] += f[2];
+    }
+    return true;
 }
 
 bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
@@ -466,9 +513,12 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
             widest = f[6 + a] > widest ? f[6 + a] : widest;
         }
     }
-    choose_grid(&c, lo, hi, widest, max_distance);
+    memcpy(c.lo, lo, sizeof lo);
+    memcpy(c.hi, hi, sizeof hi);
+    c.widest = widest;
+    c.need = ((double)max_distance + widest) * (1.0 + 1e-4);
+    set_grid(&c, first_size(&c));
 
-    /* the objects sorted by cell, ascending ids within one (the sort is stable) */
     c.stride = n->live + SIMD_PAD;
     size_t hist = threads_radix_scratch_size(workers);
     if (!heap_array_reserve(h, &n->keys, rows + 1, 0) ||
@@ -477,8 +527,7 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         !heap_array_reserve(h, &n->order_tmp, rows + 1, 0) ||
         !heap_array_reserve(h, &n->cols, 6 * c.stride, 0) ||
         !heap_array_reserve(h, &n->centre, 3 * (n->live + 1), 0) ||
-        !heap_array_reserve(h, &n->round, n->live + 1, 0) ||
-        !heap_array_reserve(h, &n->start, n->cells + 2, 0))
+        !heap_array_reserve(h, &n->round, n->live + 1, 0))
         return false;
     if (hist > n->hist_bytes) {
         void *x = heap_alloc(h, hist);
@@ -487,34 +536,18 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         n->hist = x;
         n->hist_bytes = hist;
     }
-    threads_for_ranges(workers, rows, ID_CHUNK, keys_pass, &c);
-    int bits = 1;
-    while (bits < 64 && (n->cells >> bits) != 0) bits++;
-    threads_radix_sort_pairs(workers, n->keys.data, n->order.data, n->keys_tmp.data,
-                             n->order_tmp.data, rows, bits, n->hist);
-    threads_for_ranges(workers, n->live, ID_CHUNK, gather_pass, &c);
-    for (size_t j = n->live; j < c.stride; j++) /* sentinels past the end, for the filter */
-        for (int a = 0; a < 3; a++) {
-            n->cols.data[c.stride * (size_t)a + j] = INFINITY;
-            n->cols.data[c.stride * (size_t)(3 + a) + j] = -INFINITY;
-        }
-    for (int a = 0; a < 3; a++) {
-        c.cols.min[a] = n->cols.data + c.stride * (size_t)a;
-        c.cols.max[a] = n->cols.data + c.stride * (size_t)(3 + a);
+    double fig[3];
+    if (!sort_into_cells(&c, h, workers, fig)) return false;
+    /* A crowd denser in places than on average (most of it in its middle): where the centres'
+     * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
+     * searches that start near and go farther only where they must. */
+    double crowded = fig[2] / (double)n->live;
+    if (c.spread > 0 && crowded > 2.0 * per_cell(&c) && c.size > 0.0) {
+        set_grid(&c, c.size * pow(per_cell(&c) / crowded, 1.0 / c.spread));
+        if (!sort_into_cells(&c, h, workers, fig)) return false;
     }
     if (rows > n->live) threads_for_ranges(workers, rows - n->live, ID_CHUNK, free_rows_pass, n);
-    threads_for_ranges(workers, n->live + 1, ID_CHUNK, starts_pass, &c);
-
-    /* how many candidates: the grid is no use past NEIGHBOURHOODS_MOST_CANDIDATES a centre */
-    for (int w = 0; w < workers; w++) n->partial.data[(size_t)w * FIGURES] = 0.0;
-    for (int w = 0; w < workers; w++) n->partial.data[(size_t)w * FIGURES + 1] = 0.0;
-    threads_for_ranges(workers, n->cells, CELL_CHUNK, runs_pass, &c);
-    double most = 0.0, total = 0.0;
-    for (int w = 0; w < workers; w++) {
-        const double *f = n->partial.data + (size_t)w * FIGURES;
-        most = f[0] > most ? f[0] : most;
-        total += f[1];
-    }
+    double most = fig[0], total = fig[1];
     double rows_max = c.r_max * 2.0 + 1.0;
     if (dims == 3) rows_max *= rows_max;
     if (total > (double)NEIGHBOURHOODS_MOST_CANDIDATES * (double)n->live ||
