@@ -281,6 +281,29 @@ static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*r
         size_t r = simd_point_nearest_runs(q, bound, &c->cols, runs, (size_t)m, n->order.data,
                                            c->dims, want, best_d2, best_id);
         if (r != SIZE_MAX) return r;
+        /* More than the ranking takes are within the bound (a dense crowd): a nearer bound
+         * found by halving steps, first as far as the want-th would be if their squared
+         * distances spread evenly (as they do over an area or a volume). A bound b serves when
+         * it keeps want or more but no more than the ranking takes, and the want-th's float
+         * (all that may rank before it) lies below b whole. */
+        double lo = 0.0, hi = bound, b = bound * (2.0 * (double)want / (SIMD_RANK_MAX + 1));
+        for (int tries = 0; tries < 12 && b > lo && b < hi; tries++) {
+            r = simd_point_nearest_runs(q, b, &c->cols, runs, (size_t)m, n->order.data, c->dims,
+                                        want, best_d2, best_id);
+            if (r == SIZE_MAX) {
+                hi = b;
+            } else if (r < want) {
+                lo = b;
+            } else {
+                double edge = (double)nextafterf(best_d2[want - 1], INFINITY);
+                if (edge <= b) return r;
+                lo = b; /* the want-th's float reaches past b: b a little farther */
+                b = edge < hi ? edge : hi;
+                continue;
+            }
+            b = hi < bound ? 0.5 * (lo + hi) : 2.0 * b;
+            b = b < hi ? b : 0.5 * (lo + hi);
+        }
     }
     size_t total = 0;
     for (int x = 0; x < m; x++) total += runs[x][1] - runs[x][0];

@@ -7,7 +7,7 @@
 BASE=${BASE:?the path of the base build broadphase-run}
 NEW=${NEW:-build/release/broadphase-run}
 ROUNDS=${ROUNDS:-3}
-PICK='$1 ~ /^(rows|balls|nearest|seed)$/ && NF >= 5 {printf "%s %s %s  ", $1, $2, $5}'
+PICK='$1 ~ /^(rows|balls|nearest|neighbourhoods|seed)$/ && NF >= 5 {printf "%s %s %s  ", $1, $2, $5}'
 for r in $(seq "$ROUNDS"); do
     for n in 100000 10000; do
         for t in 1 2; do
