@@ -19,11 +19,12 @@
 #include <string.h>
 
 enum {
-    ID_CHUNK = 1 << 12,   /* ids a worker takes at a time in the passes over the store */
-    CELL_CHUNK = 1 << 10, /* cells at a time in the runs pass */
-    CENTRE_CHUNK = 128,   /* centres at a time in the search */
-    FIGURES = 10,         /* doubles a worker: lo[3], hi[3], widest[3], live (bounds pass) */
-    REACH = 2,            /* cells a centre's candidates lie within, along each axis */
+    ID_CHUNK = 1 << 12,     /* ids a worker takes at a time in the passes over the store */
+    CELL_CHUNK = 1 << 10,   /* cells at a time in the runs pass */
+    CENTRE_CHUNK = 128,     /* centres at a time in the search */
+    SERIAL_BELOW = 1 << 15, /* ids below which the passes before the search run on one thread */
+    FIGURES = 10,           /* doubles a worker: lo[3], hi[3], widest[3], live (bounds pass) */
+    REACH = 2,              /* cells a centre's candidates lie within, along each axis */
     RUNS_MAX = (2 * REACH + 1) * (2 * REACH + 1),
 };
 
@@ -351,14 +352,20 @@ static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*r
  * farther while the (k + 1)-th found may have a nearer one beyond the cells searched: the cells
  * within r hold every object within r size / (1 + 1e-4) - widest of the centre. A farther
  * search is bounded by the (k + 1)-th found: no object past it can rank before it. */
+/* A worker's share of a buffer of 4-byte entries, in whole cache lines: two workers writing
+ * next to each other in one line (a centre's runs, its k + 1 best) slowed two threads below one. */
+static inline size_t lines(size_t entries) {
+    return (entries + 15) / 16 * 16;
+}
+
 static void search_pass(size_t begin, size_t end, int worker, void *p) {
     make_ctx *c = p;
     neighbourhoods_state *n = c->n;
     size_t k = c->k, cs = n->live + 1;
-    uint32_t *hits = n->hits.data + (size_t)worker * (c->hits_cap + SIMD_PAD);
-    uint32_t *best_id = n->best_id.data + (size_t)worker * (k + 1);
-    float *best_d2 = n->best_d2.data + (size_t)worker * (k + 1);
-    uint32_t(*runs)[2] = (uint32_t(*)[2])(n->runs.data + (size_t)worker * 2 * c->runs_cap);
+    uint32_t *hits = n->hits.data + (size_t)worker * lines(c->hits_cap + SIMD_PAD);
+    uint32_t *best_id = n->best_id.data + (size_t)worker * lines(k + 1);
+    float *best_d2 = n->best_d2.data + (size_t)worker * lines(k + 1);
+    uint32_t(*runs)[2] = (uint32_t(*)[2])(n->runs.data + (size_t)worker * lines(2 * c->runs_cap));
     int m = 0;
     for (size_t j = begin; j < end; j++) {
         uint32_t self = n->order.data[j];
@@ -525,7 +532,10 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         }
         f[9] = 0.0;
     }
-    threads_for_ranges(workers, rows, ID_CHUNK, bounds_pass, &c);
+    /* The passes before the search take a few hundredths of a millisecond a pass below this
+     * many ids: on one thread, without the fork and join each would cost on several. */
+    int few = rows < SERIAL_BELOW ? 1 : workers;
+    threads_for_ranges(few, rows, ID_CHUNK, bounds_pass, &c);
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     double widest = 0.0;
     for (int w = 0; w < workers; w++) {
@@ -560,16 +570,16 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         n->hist_bytes = hist;
     }
     double fig[3];
-    if (!sort_into_cells(&c, h, workers, fig)) return false;
+    if (!sort_into_cells(&c, h, few, fig)) return false;
     /* A crowd denser in places than on average (most of it in its middle): where the centres'
      * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
      * searches that start near and go farther only where they must. */
     double crowded = fig[2] / (double)n->live;
     if (c.spread > 0 && crowded > 2.0 * per_cell(&c) && c.size > 0.0) {
         set_grid(&c, c.size * pow(per_cell(&c) / crowded, 1.0 / c.spread));
-        if (!sort_into_cells(&c, h, workers, fig)) return false;
+        if (!sort_into_cells(&c, h, few, fig)) return false;
     }
-    if (rows > n->live) threads_for_ranges(workers, rows - n->live, ID_CHUNK, free_rows_pass, n);
+    if (rows > n->live) threads_for_ranges(few, rows - n->live, ID_CHUNK, free_rows_pass, n);
     double most = fig[0], total = fig[1];
     double rows_max = c.r_max * 2.0 + 1.0;
     if (dims == 3) rows_max *= rows_max;
@@ -582,10 +592,10 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
     c.boxes_only = s->sphere_count == 0;
     c.runs_cap = (size_t)rows_max;
     c.hits_cap = c.most > 4096 ? c.most : 4096;
-    if (!heap_array_reserve(h, &n->hits, (size_t)workers * (c.hits_cap + SIMD_PAD), 0) ||
-        !heap_array_reserve(h, &n->runs, (size_t)workers * 2 * c.runs_cap, 0) ||
-        !heap_array_reserve(h, &n->best_id, (size_t)workers * (k + 1), 0) ||
-        !heap_array_reserve(h, &n->best_d2, (size_t)workers * (k + 1), 0))
+    if (!heap_array_reserve(h, &n->hits, (size_t)workers * lines(c.hits_cap + SIMD_PAD), 0) ||
+        !heap_array_reserve(h, &n->runs, (size_t)workers * lines(2 * c.runs_cap), 0) ||
+        !heap_array_reserve(h, &n->best_id, (size_t)workers * lines(k + 1), 0) ||
+        !heap_array_reserve(h, &n->best_d2, (size_t)workers * lines(k + 1), 0))
         return false;
     threads_for_ranges(workers, n->live, CENTRE_CHUNK, search_pass, &c);
     return true;

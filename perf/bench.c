@@ -34,6 +34,10 @@ typedef enum bench_engine {
 #define CROWD_K 10
 #define CROWD_DENSITY 20.0f
 #define CROWD_STEP 0.5f
+/* A crowd case walks its crowd through the same frames whatever its speed, as the runner's
+ * --crowd does (frames 0-10): a faster route timed over more frames would otherwise meet a
+ * denser crowd, nearer its middle. */
+#define CROWD_CYCLE 11
 
 /* How a static_world case uses its scene: the static field flagged static (the real case), not
  * flagged and with only-moved updates off (the same world with every object in the tree), or
@@ -118,6 +122,8 @@ typedef struct bench_run {
     broadphase_ray_hit *qhits;
     /* Crowd cases */
     crowd crowd;
+    crowd start; /* the crowd at frame 0, which it goes back to every CROWD_CYCLE frames */
+    size_t crowd_frame;
     crowd_runner route;
     crowd_sets sets;
 } bench_run;
@@ -827,6 +833,8 @@ bench_run *bench_setup(size_t i, char *error, size_t error_size) {
         const bench_case *c = r->c;
         bool ok = crowd_make(&r->crowd, 2, c->count, CROWD_DISTANCE, CROWD_K, CROWD_DENSITY,
                              CROWD_STEP, BENCH_SEED) &&
+                  crowd_make(&r->start, 2, c->count, CROWD_DISTANCE, CROWD_K, CROWD_DENSITY,
+                             CROWD_STEP, BENCH_SEED) &&
                   crowd_sets_make(&r->sets, c->count, CROWD_K) &&
                   crowd_runner_make(&r->route, &r->crowd, (crowd_route)c->peer, c->threads) ==
                       (int)BROADPHASE_OK &&
@@ -871,9 +879,15 @@ int bench_is_moving(const bench_run *r) {
 }
 
 void bench_advance(bench_run *r) {
-    if (r->c->engine == BENCH_CROWD)
-        crowd_advance(&r->crowd);
-    else
+    if (r->c->engine == BENCH_CROWD) {
+        if (++r->crowd_frame % CROWD_CYCLE == 0) /* back to frame 0 */
+            for (int a = 0; a < 3; a++) {
+                memcpy(r->crowd.pos[a], r->start.pos[a], r->crowd.count * sizeof(float));
+                memcpy(r->crowd.goal[a], r->start.goal[a], r->crowd.count * sizeof(float));
+            }
+        else
+            crowd_advance(&r->crowd);
+    } else
         scene_advance(&r->s);
 }
 
@@ -1015,5 +1029,6 @@ void bench_teardown(bench_run *r) {
     crowd_runner_free(&r->route);
     crowd_sets_free(&r->sets);
     crowd_free(&r->crowd);
+    crowd_free(&r->start);
     free(r);
 }
