@@ -219,14 +219,22 @@ broadphase_status broadphase_neighbours(broadphase_world *w, broadphase_neighbou
 
 broadphase_status broadphase_neighbourhoods(broadphase_world *w, size_t k, float max_distance,
                                             broadphase_neighbourhood_rows *rows_out) {
-    if (!w || !rows_out) return BROADPHASE_ERROR_INVALID_ARGUMENT;
-    if (isnan(max_distance)) return BROADPHASE_ERROR_NONFINITE;
-    if (max_distance < 0.0f) return BROADPHASE_ERROR_NEGATIVE_RADIUS;
-    size_t rows = w->store.id_end;
-    if (k > 0 && k > SIZE_MAX / 8 / (rows + 1)) return BROADPHASE_ERROR_INVALID_ARGUMENT;
+    if (!w) return BROADPHASE_ERROR_INVALID_ARGUMENT;
     if (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE) != 0) return BROADPHASE_ERROR_BUSY;
     neighbourhoods_state *n = &w->neighbourhoods;
     broadphase_status s = BROADPHASE_OK;
+    size_t rows = w->store.id_end;
+    if (!rows_out || (k > 0 && k > SIZE_MAX / 8 / (rows + 1)))
+        s = BROADPHASE_ERROR_INVALID_ARGUMENT;
+    else if (isnan(max_distance))
+        s = BROADPHASE_ERROR_NONFINITE;
+    else if (max_distance < 0.0f)
+        s = BROADPHASE_ERROR_NEGATIVE_RADIUS;
+    if (s != BROADPHASE_OK) {
+        w->last_error_index = SIZE_MAX; /* the call's own arguments: no element is named */
+        __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE);
+        return s;
+    }
     team_apply(&w->team);
     int dims = w->config.dimensions;
     if (!neighbourhoods_make(n, &w->store, dims, k, max_distance, &w->heap, w->workers)) {

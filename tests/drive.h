@@ -552,6 +552,54 @@ static inline void drive_neighbours(drive *d) {
     }
 }
 
+/* Every object's neighbourhood: for each live object, the reference's k + 1 nearest within the
+ * distance of its centre (a sphere's centre, a box's midpoint computed in double), its own id
+ * dropped, at most k; empty rows for the other ids. Bad arguments name no element. */
+static inline void drive_neighbourhoods(drive *d, size_t k, float distance) {
+    broadphase_neighbourhood_rows rows;
+    broadphase_status s;
+    verdict v = verdict_ok;
+    if (k > SIZE_MAX / 16)
+        v.status = BROADPHASE_ERROR_INVALID_ARGUMENT;
+    else if (isnan(distance))
+        v.status = BROADPHASE_ERROR_NONFINITE;
+    else if (distance < 0.0f)
+        v.status = BROADPHASE_ERROR_NEGATIVE_RADIUS;
+    DRIVE_CALL(d, s, broadphase_neighbourhoods(d->w, k, distance, &rows));
+    drive_expect(d, "neighbourhoods", s, v);
+    if (s != BROADPHASE_OK) return;
+    const mirror *m = &d->md.m;
+    scratch *sc = &d->qs;
+    scratch_reserve(sc, m->cap);
+    bool same = rows.k == k;
+    for (uint32_t id = 0; id < m->cap && same; id++) {
+        if (!m->alive[id]) {
+            same = id >= rows.count || rows.counts[id] == 0;
+            continue;
+        }
+        qdesc q = {.type = Q_NEAREST, .k = k + 1, .max_d = distance};
+        for (int a = 0; a < m->dims; a++)
+            q.lo[a] = m->sphere[id] ? m->c[id][a]
+                                    : (float)(((double)m->lo[id][a] + (double)m->hi[id][a]) * 0.5);
+        size_t want = reference(m, &q, sc->want), n = 0;
+        same = id < rows.count;
+        for (size_t t = 0; t < want && n < k && same; t++) {
+            if (sc->want[t].id == id) continue;
+            same = rows.ids[id * k + n] == sc->want[t].id &&
+                   memcmp(&rows.dist2[id * k + n], &sc->want[t].key, sizeof(float)) == 0;
+            n++;
+        }
+        same = same && rows.counts[id] == n;
+        if (!same)
+            fprintf(stderr, "  neighbourhood of id %u differs (k %zu, distance %g)\n", id, k,
+                    (double)distance);
+    }
+    if (!same) {
+        d->failed = true;
+        test_failures++;
+    }
+}
+
 /* ---- queries --------------------------------------------------------------------------------- */
 
 /* `per_type` single queries of every type against the reference, each retried when it runs out

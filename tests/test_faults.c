@@ -116,6 +116,8 @@ static void script(drive *d, uint64_t seed) {
     drive_queries(d, 1, seed + 5);
     drive_step(d); /* on the structures the update left */
     drive_neighbours(d);
+    drive_neighbourhoods(d, 4, 3.0f);
+    drive_neighbourhoods(d, 3, INFINITY); /* the k nearest: searches that reach the grid's edges */
     move_all_of(d, 23, 5, 0.0f, false, 4000.0f, &rng); /* teleports far away: the root grows */
     drive_step(d);
     move_all_of(d, 1, 0, 0.0f, true, 0.0f, &rng); /* everything anywhere: AUTO rebuilds */

@@ -236,6 +236,20 @@ static void one_call(drive *d, reader *r, uint64_t *hash) {
     if (byte >= 250) {
         if (byte < 253) {
             drive_update(d);
+        } else if (byte == 253) {
+            /* every neighbourhood: k 0 to 7, a distance that may be 0, huge, NaN or negative */
+            size_t k = next(r) % 8;
+            float distance = extent(r);
+            drive_neighbourhoods(d, k, distance);
+            broadphase_neighbourhood_rows rows;
+            if (d->w && broadphase_neighbourhoods(d->w, k, distance, &rows) == BROADPHASE_OK &&
+                rows.count) {
+                fnv(hash, rows.counts, rows.count * sizeof *rows.counts);
+                for (size_t i = 0; i < rows.count; i++) {
+                    fnv(hash, rows.ids + i * k, rows.counts[i] * sizeof *rows.ids);
+                    fnv(hash, rows.dist2 + i * k, rows.counts[i] * sizeof *rows.dist2);
+                }
+            }
         } else {
             drive_neighbours(d);
             broadphase_neighbour_rows rows;
