@@ -1,16 +1,24 @@
 /* Neighbourhoods on a grid of centres (see neighbourhoods.h).
  *
- * Why the cells hold every candidate: let object j be within the distance R of centre p, by the
- * exact figure (in double, within a relative 2^-50 of the true one). On each axis the gap from p
- * to j's box (for a sphere, to its ball) is then at most R (1 + 2^-50), and j's own centre lies
- * inside that box (ball), so |c_j - p| <= R (1 + 2^-50) + w_j on the axis, where w_j is j's width
- * (a box's hi - lo, a sphere's diameter). The cells are (R + the widest w) (1 + 1e-4) / REACH
- * across or more, so c_j and p lie at most REACH cells apart along each axis: the cell index
- * floor((x - origin) * (1 / size)), computed in double, is monotone in x, and its roundings move
- * a figure below 2^33 (the most cells along an axis) by less than 2^-18, far less than the
- * REACH * 1e-4 to spare. */
+ * Why a search misses no object. Let object j be within the distance R of centre p by the exact
+ * figure (in double, within a relative 2^-50 of the true one). On each axis the gap from p to
+ * j's box (for a sphere, to its ball) is then at most R (1 + 2^-50), and j's own centre lies
+ * inside that box (ball), so |c_j - p| <= R (1 + 2^-50) + w_j along the axis, where w_j is j's
+ * width (a box's hi - lo, a sphere's diameter): less than need = (R + the widest w) (1 + 1e-4).
+ * The cell index floor((x - origin) * (1 / size)), computed in double, is monotone in x, and its
+ * roundings move a figure below 2^33 (the most cells along an axis) by less than 2^-18; so two
+ * points less than d apart along an axis lie at most ceil(d / size) cells apart, with that 1e-4
+ * (over 2^-14 of a cell once d / size >= 1) to spare. Hence every candidate of p lies within
+ * r_max = ceil(need / size) cells of p's own along each axis (set_grid), and a search over those
+ * cells misses none. A search that stops sooner, at r cells, has found k + 1 objects, the
+ * (k + 1)-th at float distance F, and every object that ranks before it is nearer than
+ * D = sqrt(nextafterf(F)); it stops only when (D + widest) (1 + 1e-4) <= r size, which by the
+ * same rule puts all of those within r cells (search_pass). Sizes: (R + widest) (1 + 1e-4) /
+ * REACH, so that r_max is REACH; or smaller, from the centres' density, where R is large next
+ * to their spacing (set_grid, first_size). */
 #include "neighbourhoods.h"
 
+#include "nearest_list.h"
 #include "overlap.h"
 #include "parallel.h"
 #include "query_math.h"
@@ -23,7 +31,7 @@ enum {
     CELL_CHUNK = 1 << 10,   /* cells at a time in the runs pass */
     CENTRE_CHUNK = 128,     /* centres at a time in the search */
     SERIAL_BELOW = 1 << 15, /* ids below which the passes before the search run on one thread */
-    FIGURES = 10,           /* doubles a worker: lo[3], hi[3], widest[3], live (bounds pass) */
+    FIGURES = 9,            /* doubles a worker: lo[3], hi[3], widest[3] (bounds pass) */
     REACH = 2,              /* cells a centre's candidates lie within, along each axis */
     RUNS_MAX = (2 * REACH + 1) * (2 * REACH + 1),
 };
@@ -34,7 +42,6 @@ typedef struct make_ctx {
     int dims;
     size_t k;
     double max_d2;
-    float limit;       /* the float filter's bound */
     double origin[3];  /* the grid: its least corner, */
     double size;       /* its cells' side, */
     double per_size;   /* and 1 / that, rounded */
@@ -45,8 +52,8 @@ typedef struct make_ctx {
     double widest;
     double lo[3], hi[3]; /* the centres' bounds */
     int spread;          /* axes along which they spread */
-    int r_start;         /* the cells a search first reaches along each axis, */
-    int r_max;           /* and the most it may need (need / size, rounded up) */
+    int64_t r_start;     /* the cells a search first reaches along each axis, */
+    int64_t r_max;       /* and the most it may need (need / size, rounded up) */
     size_t runs_cap;     /* runs a worker's buffer holds: (2 r_max + 1)^(dims - 1) */
     size_t hits_cap;     /* hits a worker's buffer holds */
     bool boxes_only;     /* no sphere: the runs go straight to the ranking */
@@ -93,7 +100,6 @@ static void bounds_pass(size_t begin, size_t end, int worker, void *p) {
             f[3 + a] = ctr[a] > f[3 + a] ? ctr[a] : f[3 + a];
             f[6 + a] = w > f[6 + a] ? w : f[6 + a];
         }
-        f[9] += 1.0;
     }
     memcpy(to, f, sizeof f);
 }
@@ -217,61 +223,6 @@ static void runs_pass(size_t begin, size_t end, int worker, void *p) {
 
 /* ---- the search ----------------------------------------------------------------------------- */
 
-/* j at squared distance d2 offered to a list kept sorted by (d2 as float, id), *m of k used. */
-static inline void keep(uint32_t *ids, float *d2s, size_t *m, size_t k, uint32_t j, double d2) {
-    float d = (float)d2;
-    size_t at = *m;
-    if (at == k) {
-        if (d > d2s[k - 1] || (d == d2s[k - 1] && j > ids[k - 1])) return;
-        at--;
-    } else {
-        (*m)++;
-    }
-    while (at > 0 && (d2s[at - 1] > d || (d2s[at - 1] == d && ids[at - 1] > j))) {
-        ids[at] = ids[at - 1];
-        d2s[at] = d2s[at - 1];
-        at--;
-    }
-    ids[at] = j;
-    d2s[at] = d;
-}
-
-/* Where more are within the distance than the ranking takes (a dense crowd): only those that
- * can be among the `want` nearest. Each hit's float distance (within a relative 1e-5 of the
- * exact one, as the filter's) is counted into BANDS bands of the squared distance; the band
- * where the count reaches `want` holds the want-th nearest, whose exact figure may reach the
- * next band, so the hits up to that one stay, in their order. A sphere's box is nearer than its
- * ball: it stays by its box, but does not count towards the `want`. Returns how many stay. */
-enum { BANDS = 64 };
-static size_t band_of(const make_ctx *c, const float q[3], uint32_t at, float scale) {
-    float s = 0.0f;
-    for (int a = 0; a < c->dims; a++) {
-        float u = c->cols.min[a][at] - q[a], v = q[a] - c->cols.max[a][at];
-        float g = u > v ? u : v;
-        g = g > 0.0f ? g : 0.0f;
-        s += g * g;
-    }
-    /* lowered by the relative margin, so that a band never sits above the exact figure's */
-    float x = s * 0.99998f * scale;
-    return x < (float)BANDS ? (size_t)x : BANDS;
-}
-
-static size_t nearest_bands(const make_ctx *c, const float q[3], uint32_t *hits, size_t h,
-                            size_t want) {
-    float bound = (float)c->max_d2;
-    if (!(bound > 0.0f) || !(bound < INFINITY)) return h;
-    float scale = (float)BANDS / bound;
-    uint32_t count[BANDS + 1] = {0};
-    for (size_t t = 0; t < h; t++)
-        count[band_of(c, q, hits[t], scale)] += c->n->round.data[hits[t]] ? 0u : 1u;
-    size_t last = 0, seen = 0;
-    while (last < BANDS && seen + count[last] < want) seen += count[last++];
-    size_t m = 0;
-    for (size_t t = 0; t < h; t++)
-        if (band_of(c, q, hits[t], scale) <= last + 1) hits[m++] = hits[t];
-    return m;
-}
-
 /* The `want` nearest within the distance (and within `bound`, squared, a distance no nearer one
  * can be past) among the objects of the runs, ranked, into best_*; returns how many. */
 static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*runs)[2], int m,
@@ -313,7 +264,9 @@ static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*r
         float limit = (float)bound * 1.00001f;
         for (int x = 0; x < m; x++)
             h += simd_point_vs_boxes(q, limit, &c->cols, runs[x][0], runs[x][1], c->dims, hits + h);
-        if (h > want) h = nearest_bands(c, q, hits, h, want);
+        if (h > want) /* only those that can rank among the first want */
+            h = near_bands_keep(q, c->dims, bound, want, NEAR_BANDS_MAX, &c->cols, n->round.data,
+                                hits, h, NULL);
         bool round = false;
         for (size_t t = 0; t < h; t++) round |= n->round.data[hits[t]];
         if (!round && h <= SIMD_RANK_MAX)
@@ -340,11 +293,31 @@ static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*r
                 }
                 d2 = qm_box_dist2(q, lo, hi, c->dims);
             }
-            if (d2 <= bound) keep(best_id, best_d2, &got, want, id, d2);
+            if (d2 <= bound) near_insert(best_id, best_d2, &got, want, id, (float)d2);
         }
         if (total <= c->hits_cap) break; /* the hits were the whole block */
     }
     return got;
+}
+
+/* A worker's share of a buffer of 4-byte entries (a run is two), in whole cache lines: two
+ * workers writing next to each other in one line (a centre's runs, its k + 1 best) slowed two
+ * threads below one. */
+static inline size_t lines(size_t entries) {
+    return (entries + 15) / 16 * 16;
+}
+
+/* Row `self`: the first k of a ranked k + 1 other than self itself. Returns how many. */
+static size_t drop_self(const uint32_t *ids, const float *d2, size_t n, uint32_t self, size_t k,
+                        uint32_t *out_id, float *out_d2) {
+    size_t out = 0;
+    for (size_t t = 0; t < n && out < k; t++) {
+        if (ids[t] == self) continue;
+        out_id[out] = ids[t];
+        out_d2[out] = d2[t];
+        out++;
+    }
+    return out;
 }
 
 /* Each centre's k + 1 nearest (itself among them, unless k + 1 others tie with it at 0 ahead of
@@ -352,12 +325,6 @@ static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*r
  * farther while the (k + 1)-th found may have a nearer one beyond the cells searched: the cells
  * within r hold every object within r size / (1 + 1e-4) - widest of the centre. A farther
  * search is bounded by the (k + 1)-th found: no object past it can rank before it. */
-/* A worker's share of a buffer of 4-byte entries, in whole cache lines: two workers writing
- * next to each other in one line (a centre's runs, its k + 1 best) slowed two threads below one. */
-static inline size_t lines(size_t entries) {
-    return (entries + 15) / 16 * 16;
-}
-
 static void search_pass(size_t begin, size_t end, int worker, void *p) {
     make_ctx *c = p;
     neighbourhoods_state *n = c->n;
@@ -373,7 +340,7 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
         uint64_t key = n->keys.data[j];
         /* a cell's centres are a run: its runs at r_start are found once */
         bool same = j > begin && key == n->keys.data[j - 1];
-        int r = c->r_start;
+        int64_t r = c->r_start;
         if (!same) m = runs_of(c, key, r, runs);
         double bound = c->max_d2;
         size_t got;
@@ -381,14 +348,14 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
             got = block_best(c, q, (const uint32_t(*)[2])runs, m, bound, k + 1, hits, best_id,
                              best_d2);
             if (r >= c->r_max) break;
-            int next = r * 2 < c->r_max ? r * 2 : c->r_max;
+            int64_t next = r * 2 < c->r_max ? r * 2 : c->r_max;
             if (got == k + 1) {
                 /* every object ranking before the (k + 1)-th is nearer than this */
                 double far = (double)nextafterf(best_d2[k], INFINITY);
                 double reach = sqrt(far);
                 if ((reach + c->widest) * (1.0 + 1e-4) <= (double)r * c->size) break;
                 double want_r = ceil((reach + c->widest) * (1.0 + 1e-4) / c->size);
-                next = want_r < (double)c->r_max ? (int)want_r : c->r_max;
+                next = want_r < (double)c->r_max ? (int64_t)want_r : c->r_max;
                 next = next > r ? next : r + 1;
                 bound = far < bound ? far : bound;
             }
@@ -396,16 +363,9 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
             m = runs_of(c, key, r, runs);
         }
         if (r != c->r_start) m = runs_of(c, key, c->r_start, runs); /* (for the next centre) */
-        uint32_t *out_id = n->ids.data + (size_t)self * k;
-        float *out_d2 = n->d2.data + (size_t)self * k;
-        size_t out = 0;
-        for (size_t t = 0; t < got && out < k; t++) {
-            if (best_id[t] == self) continue;
-            out_id[out] = best_id[t];
-            out_d2[out] = best_d2[t];
-            out++;
-        }
-        n->counts.data[self] = (uint32_t)out;
+        n->counts.data[self] =
+            (uint32_t)drop_self(best_id, best_d2, got, self, k, n->ids.data + (size_t)self * k,
+                                n->d2.data + (size_t)self * k);
     }
 }
 
@@ -443,7 +403,8 @@ static void set_grid(make_ctx *c, double size) {
     /* the reach that holds every candidate; more than the grid's width is all of it */
     double r = ceil(c->need / size * (1.0 - 1e-6));
     r = r < 1.0 ? 1.0 : r;
-    c->r_max = r < most_along ? (int)r : (int)most_along;
+    if (!(r < most_along)) r = most_along; /* also an infinite distance (or an infinite size) */
+    c->r_max = (int64_t)r;
     c->r_start = c->r_max <= REACH ? c->r_max : 1;
 }
 
@@ -520,7 +481,6 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
     }
     make_ctx c = {.n = n, .s = s, .dims = dims, .k = k};
     c.max_d2 = (double)max_distance * (double)max_distance;
-    c.limit = (float)c.max_d2 * 1.00001f;
 
     /* the bounds of the centres, the widest object */
     for (int w = 0; w < workers; w++) {
@@ -530,7 +490,6 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
             f[3 + a] = -INFINITY;
             f[6 + a] = 0.0;
         }
-        f[9] = 0.0;
     }
     /* The passes before the search take a few hundredths of a millisecond a pass below this
      * many ids: on one thread, without the fork and join each would cost on several. */
@@ -562,6 +521,8 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         !heap_array_reserve(h, &n->centre, 3 * (n->live + 1), 0) ||
         !heap_array_reserve(h, &n->round, n->live + 1, 0))
         return false;
+    /* past the last id: read (and masked out) by the runs kernel's last lanes */
+    memset(n->order.data + rows, 0, SIMD_PAD * sizeof *n->order.data);
     if (hist > n->hist_bytes) {
         void *x = heap_alloc(h, hist);
         if (!x) return false;
@@ -614,16 +575,10 @@ static void from_batch_pass(size_t begin, size_t end, int worker, void *p) {
     size_t k = n->k;
     for (size_t j = begin; j < end; j++) {
         uint32_t self = n->order.data[j];
-        const uint32_t *in_id = n->batch_ids.data + j * (k + 1);
-        const float *in_d2 = n->batch_d2.data + j * (k + 1);
-        size_t got = 0;
-        for (size_t t = 0; t < n->batch_counts.data[j] && got < k; t++) {
-            if (in_id[t] == self) continue;
-            n->ids.data[(size_t)self * k + got] = in_id[t];
-            n->d2.data[(size_t)self * k + got] = in_d2[t];
-            got++;
-        }
-        n->counts.data[self] = (uint32_t)got;
+        n->counts.data[self] =
+            (uint32_t)drop_self(n->batch_ids.data + j * (k + 1), n->batch_d2.data + j * (k + 1),
+                                n->batch_counts.data[j], self, k, n->ids.data + (size_t)self * k,
+                                n->d2.data + (size_t)self * k);
     }
 }
 

@@ -2,11 +2,15 @@
  * broadphase_neighbourhoods), found on a uniform grid of the objects' centres made for the call.
  * It takes the store, a heap and the worker count, not the world.
  *
- * The grid's cells are at least the distance plus the widest object across, so every object
- * that can be within the distance of a centre has its own centre in that centre's cell or the
- * next one along each axis (3 x 3 cells in 2D, 3 x 3 x 3 in 3D). The objects are sorted by cell,
- * a row of three cells is one run of them, and each centre's runs go through the SIMD distance
- * filter and then the exact ranking of a nearest search (simd/overlap.h). */
+ * The objects are sorted by the cell of their centre, so that a row of cells along x is one run
+ * of them. Where the distance is small next to the objects' spacing, the cells are half the
+ * distance plus the widest object across and each centre reads the 5 x 5 (x 5) cells around its
+ * own, which hold every object that can be within the distance; where it is large (a dense
+ * crowd), the cells are sized to hold a few centres and a search reads farther only as far as
+ * its (k + 1)-th nearest found so far may need. Each centre's runs go through a SIMD pass that
+ * ranks them exactly (simd_point_nearest_runs), or through the SIMD filter and the ranking of a
+ * nearest search where they hold spheres or more than the ranking takes (simd/overlap.h). The
+ * proof that no object is missed is at the top of neighbourhoods.c. */
 #pragma once
 
 #include "heap.h"
@@ -25,7 +29,7 @@ typedef struct neighbourhoods_state {
     HEAP_ARRAY(uint32_t) order_tmp;
     HEAP_ARRAY(float) cols;       /* the boxes by position: six columns of stride live + SIMD_PAD */
     HEAP_ARRAY(float) centre;     /* the centres by position: three columns of stride live + 1 */
-    HEAP_ARRAY(uint8_t) round;    /* by position: 1 for a sphere */
+    HEAP_ARRAY(uint32_t) round;   /* by position: 1 for a sphere */
     HEAP_ARRAY(uint32_t) start;   /* by cell: its first position (cells + 1) */
     HEAP_ARRAY(double) partial;   /* by worker: the bounds pass's and the runs pass's figures */
     HEAP_ARRAY(uint32_t) hits;    /* by worker: a centre's filter hits */

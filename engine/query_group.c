@@ -10,6 +10,7 @@
  * (the margin covers the exact tests' rounding); and every object is gathered once, with the
  * shape it has now, as query_run finds it. */
 #include "bits.h"
+#include "nearest_list.h"
 #include "query_math.h"
 #include "query_internal.h"
 #include "world.h"
@@ -120,42 +121,15 @@ bool query_group_gather(const broadphase_world *w, query_group *g, const query *
 }
 
 /* A nearest search whose filter kept more objects than it wants: only those whose float
- * distances (within a relative 1e-5 of the exact ones, as the filter's) can rank among the k
- * nearest go on to the exact test. The float distances are counted into NEAR_BUCKETS bands of
- * the bound; the kept ones are those up to the band where the count reaches k, which holds the
- * k-th nearest, or a little beyond it (a band's width of the bound, relative margin included).
- * Returns how many stay at the front of hits, in their order. */
+ * distances can rank among the k nearest go on to the exact test (near_bands_keep, in
+ * NEAR_BUCKETS bands of the bound). Returns how many stay at the front of hits, in their order. */
 enum { NEAR_BUCKETS = 32 };
 static size_t nearest_first(const query *q, const query_out *o, const simd_boxes *cols,
                             const uint32_t *spheres, uint32_t *hits, size_t h) {
-    float bound = (float)o->bound;
-    if (!(bound > 0.0f) || !(bound < INFINITY)) return h;
-    float scale = (float)NEAR_BUCKETS / bound;
-    uint32_t count[NEAR_BUCKETS + 1] = {0};
     uint8_t band[GROUP_BAND_MAX];
     if (h > GROUP_BAND_MAX) return h;
-    for (size_t j = 0; j < h; j++) {
-        uint32_t at = hits[j];
-        float s = 0.0f;
-        for (int k = 0; k < q->dims; k++) {
-            float a = cols->min[k][at] - q->p[k], b = q->p[k] - cols->max[k][at];
-            float gap = a > b ? a : b;
-            gap = gap > 0.0f ? gap : 0.0f;
-            s += gap * gap;
-        }
-        /* lowered by the relative margin, so that a band never sits above the exact figure */
-        float x = s * 0.99998f * scale;
-        uint32_t b = x < (float)NEAR_BUCKETS ? (uint32_t)x : NEAR_BUCKETS;
-        band[j] = (uint8_t)b;
-        /* a sphere's box is nearer than the sphere: it may not count towards the k */
-        count[b] += spheres[at] ? 0u : 1u;
-    }
-    uint32_t last = 0, seen = 0;
-    while (last < NEAR_BUCKETS && seen + count[last] < q->k) seen += count[last++];
-    size_t n = 0;
-    for (size_t j = 0; j < h; j++) /* the band after too: the k-th's exact figure may reach it */
-        if (band[j] <= last + 1) hits[n++] = hits[j];
-    return n;
+    return near_bands_keep(q->p, q->dims, (double)(float)o->bound, q->k, NEAR_BUCKETS, cols,
+                           spheres, hits, h, band);
 }
 
 /* qm_box_dist2's number, op for op (the gaps in double, summed in axis order), with the gap's

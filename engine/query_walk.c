@@ -3,6 +3,7 @@
  * nodes (query_view.h) that prunes by their bounds; query_run sends it to every structure. */
 #include "bits.h"
 #include "method.h"
+#include "nearest_list.h"
 #include "query_internal.h"
 #include "tree.h"
 #include "world.h"
@@ -60,15 +61,11 @@ static inline void put_hit(const query *q, query_out *o, uint32_t id, double t) 
 }
 
 /* (d, a) ranks after (e, b). */
-static inline bool ranks_after(float d, uint32_t a, float e, uint32_t b) {
-    return d > e || (d == e && a > b);
-}
-
 static void heap_sift_down(uint32_t *id, float *d2, size_t n, size_t i) {
     for (;;) {
         size_t l = 2 * i + 1, m = i;
-        if (l < n && ranks_after(d2[l], id[l], d2[m], id[m])) m = l;
-        if (l + 1 < n && ranks_after(d2[l + 1], id[l + 1], d2[m], id[m])) m = l + 1;
+        if (l < n && near_ranks_after(d2[l], id[l], d2[m], id[m])) m = l;
+        if (l + 1 < n && near_ranks_after(d2[l + 1], id[l + 1], d2[m], id[m])) m = l + 1;
         if (m == i) return;
         uint32_t ti = id[i];
         float td = d2[i];
@@ -88,32 +85,20 @@ static void put_near(const query *q, query_out *o, uint32_t id, double d2) {
     uint32_t *hid = o->heap_id;
     float *hd = o->heap_d2;
     if (q->k <= SORTED_K_MAX) {
-        size_t i = o->heap_n;
-        if (i == q->k) {
-            if (!ranks_after(hd[i - 1], hid[i - 1], d, id)) return;
-            i--; /* the worst leaves */
-        } else {
-            o->heap_n++;
-        }
-        for (; i > 0 && ranks_after(hd[i - 1], hid[i - 1], d, id); i--) {
-            hid[i] = hid[i - 1];
-            hd[i] = hd[i - 1];
-        }
-        hid[i] = id;
-        hd[i] = d;
+        near_insert(hid, hd, &o->heap_n, q->k, id, d);
         if (o->heap_n == q->k) o->bound = hd[q->k - 1];
         return;
     }
     if (o->heap_n < q->k) {
         size_t i = o->heap_n++;
-        while (i > 0 && ranks_after(d, id, hd[(i - 1) / 2], hid[(i - 1) / 2])) {
+        while (i > 0 && near_ranks_after(d, id, hd[(i - 1) / 2], hid[(i - 1) / 2])) {
             hid[i] = hid[(i - 1) / 2];
             hd[i] = hd[(i - 1) / 2];
             i = (i - 1) / 2;
         }
         hid[i] = id;
         hd[i] = d;
-    } else if (ranks_after(hd[0], hid[0], d, id)) {
+    } else if (near_ranks_after(hd[0], hid[0], d, id)) {
         hid[0] = id;
         hd[0] = d;
         heap_sift_down(hid, hd, o->heap_n, 0);

@@ -247,6 +247,7 @@ broadphase_status broadphase_neighbourhoods(broadphase_world *w, size_t k, float
                                      dims == 3 ? n->centre.data + 2 * cs : NULL};
             s = query_nearest_many_held(w, n->live, &pts, k + 1, max_distance, n->batch_ids.data,
                                         n->batch_d2.data, n->batch_counts.data);
+            team_apply(&w->team); /* (the batch let go of the limit as it ended) */
             if (s == BROADPHASE_OK) neighbourhoods_from_batch(n, w->workers);
         }
     }

@@ -1,6 +1,6 @@
 /* Crowds: agents that cross each other's paths, all moving, and each agent's neighbourhood as a
  * crowd simulator asks for it (up to k other agents within the neighbour distance, the nearest
- * first), found four ways: three routes through the engine and the seed's own array kd-tree
+ * first), found five ways: four routes through the engine and the seed's own array kd-tree
  * (../shared/design/SEEDS.md, system 3), written here from its description. Shared by the
  * runner (--crowd), the benchmarks (crowd_* cases) and the tests.
  *

@@ -144,7 +144,7 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
         }
         if (first >= 0)
             for (size_t i = 0; i < c.count; i++) neighbours += sets[first].count[i];
-        /* every frame of a short run, twenty of a long one */
+        /* every frame of a short run, every (frames / 20)-th of a long one */
         if (!o->quiet && status == 0 && (o->frames <= 20 || f % (o->frames / 20) == 0)) {
             fprintf(out, "frame %3zu:", f);
             for (int q = 0; q < CROWD_ROUTES; q++)

@@ -294,15 +294,12 @@ static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t 
                         uint32_t *out_id);
 
 /* The twin's numbers: with AVX2, four hits at a time (their bounds gathered, widened to double);
- * without, one at a time as the twin. Then each hit's rank, counted against all of them eight
- * lanes at a time: one hit's key broadcast against eight others' at once, so that no lane sum
- * is needed. */
+ * without, one at a time as the twin. Then the ranking (rank_wide). */
 size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const simd_boxes *boxes,
                                           const uint32_t *at, size_t h, const uint32_t *ids,
                                           int dims, size_t k, float *out_d2, uint32_t *out_id) {
     assert(dims == 2 || dims == 3);
-    /* keys as simd_rank_keys makes them; the lanes past h hold INT32_MAX in both, after every
-     * kept hit */
+    /* keys as simd_rank_keys makes them */
     _Alignas(32) int32_t dk[SIMD_RANK_MAX + 8], ik[SIMD_RANK_MAX + 8];
     size_t kept = 0;
     if (h > SIMD_RANK_MAX) h = SIMD_RANK_MAX;
@@ -345,34 +342,39 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
     return rank_wide(dk, ik, h, kept, k, out_d2, out_id);
 }
 
-/* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries). Each
- * hit's two keys become one 64-bit key, (distance bits << 32) | id, whose signed order is the
- * ranking's (the distance bits are at most INT32_MAX); each one's rank is then counted against
- * all of them four lanes at a time, one compare a lane. */
+/* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries, 32-byte
+ * aligned; the lanes past h are set here to INT32_MAX in both, after every hit). Each hit's rank
+ * is counted against all of them eight lanes at a time: one hit's keys broadcast against eight
+ * others' at once, so that no lane sum is needed. (32-bit lanes: without AVX2, SIMDe emulates
+ * the 64-bit compares.) */
 static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
                         uint32_t *out_id) {
-    _Alignas(32) int64_t key[SIMD_RANK_MAX + 4], rank[SIMD_RANK_MAX + 4];
+    _Alignas(32) int32_t rank[SIMD_RANK_MAX + 8];
     size_t pos[SIMD_RANK_MAX + 1];
-    size_t blocks = (h + 3) / 4;
-    for (size_t j = 0; j < h; j++)
-        key[j] =
-            (int64_t)(((uint64_t)(uint32_t)dk[j] << 32) | ((uint32_t)ik[j] ^ UINT32_C(0x80000000)));
-    for (size_t j = h; j < blocks * 4; j++) key[j] = INT64_MAX;
-    simde__m256i r[SIMD_RANK_MAX / 4], x[SIMD_RANK_MAX / 4];
+    size_t blocks = (h + 7) / 8;
+    for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
+    simde__m256i r[SIMD_RANK_MAX / 8], xd[SIMD_RANK_MAX / 8], xi[SIMD_RANK_MAX / 8];
     for (size_t b = 0; b < blocks; b++) {
         r[b] = simde_mm256_setzero_si256();
-        x[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(key + 4 * b));
+        xd[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(dk + 8 * b));
+        xi[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(ik + 8 * b));
     }
     for (size_t i = 0; i < h; i++) {
-        simde__m256i e = simde_mm256_set1_epi64x(key[i]);
-        for (size_t b = 0; b < blocks; b++) /* hit i before lane j (all -1 when so) */
-            r[b] = simde_mm256_sub_epi64(r[b], simde_mm256_cmpgt_epi64(x[b], e));
+        simde__m256i d = simde_mm256_set1_epi32(dk[i]), e = simde_mm256_set1_epi32(ik[i]);
+        for (size_t b = 0; b < blocks; b++) {
+            /* hit i before lane j: d_i < d_j, or d_i == d_j and id_i < id_j (all -1 when so) */
+            simde__m256i before =
+                simde_mm256_or_si256(simde_mm256_cmpgt_epi32(xd[b], d),
+                                     simde_mm256_and_si256(simde_mm256_cmpeq_epi32(xd[b], d),
+                                                           simde_mm256_cmpgt_epi32(xi[b], e)));
+            r[b] = simde_mm256_sub_epi32(r[b], before);
+        }
     }
     for (size_t b = 0; b < blocks; b++)
-        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 4 * b), r[b]);
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r[b]);
     for (size_t j = 0; j < h; j++) {
-        size_t y = (size_t)rank[j];
-        pos[y < k ? y : k] = j;
+        size_t x = (size_t)rank[j];
+        pos[x < k ? x : k] = j;
     }
     return simd_rank_write(dk, ik, pos, kept, k, out_d2, out_id);
 }

@@ -247,13 +247,14 @@ BROADPHASE_API broadphase_status broadphase_neighbours(broadphase_world *w,
  * to be called while another thread calls into the world (BROADPHASE_ERROR_BUSY when a step or
  * mutation is seen running).
  *
- * How: the objects are sorted on a grid of cells at least max_distance plus the widest object
- * across, made for the call, and each centre's nearby cells go through the SIMD distance filter
- * and ranking of the batched nearest queries: time in proportion to the objects and their
- * neighbours, whatever the world's method. Where such cells would hold more than a few hundred
- * candidates a centre (max_distance large next to the objects' spacing, or a few very wide
- * objects), the call asks the method's structures instead, as broadphase_nearest_many_within
- * would from every centre.
+ * How: the objects are sorted on a grid of their centres made for the call (cells half of
+ * max_distance plus the widest object across, or smaller where the objects are dense next to
+ * max_distance), and each centre's nearby cells are read and ranked exactly with SIMD, a search
+ * reaching farther only as far as its (k + 1)-th nearest so far may need: time in proportion to
+ * the objects and their neighbours, whatever the world's method, a dense crowd no slower than a
+ * sparse one. Where the grid would still hold more than a few hundred candidates a centre (a few
+ * very wide objects), the call asks the method's structures instead, as
+ * broadphase_nearest_many_within would from every centre: the same rows.
  *
  * k = 0 gives empty rows. max_distance NaN: BROADPHASE_ERROR_NONFINITE; below 0 (or -0 kept as
  * 0): NEGATIVE_RADIUS; INFINITY is allowed (then the k nearest, whatever the distance); k so
