@@ -685,6 +685,23 @@ broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t coun
                                           counts_out, bad_index_out);
 }
 
+/* A nearest batch whose arguments were checked: the queries checked and run. */
+static broadphase_status nearest_batch(const broadphase_world *w, size_t count,
+                                       const broadphase_points *points, size_t k,
+                                       float max_distance, uint32_t *ids_out, float *dist2_out,
+                                       size_t *counts_out, size_t *bad) {
+    batch b = {.w = w,
+               .kind = BATCH_NEAREST,
+               .input = points,
+               .count = count,
+               .k = k,
+               .max_distance = max_distance,
+               .near_ids = ids_out,
+               .near_d2 = dist2_out,
+               .near_counts = counts_out};
+    return batch_go(&b, bad, sizeof(uint32_t), 0, NULL);
+}
+
 broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size_t count,
                                                  const broadphase_points *points, size_t k,
                                                  float max_distance, uint32_t *ids_out,
@@ -701,16 +718,7 @@ broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size
         /* the call's own argument: no query is named */
         s = isnan(max_distance) ? BROADPHASE_ERROR_NONFINITE : BROADPHASE_ERROR_NEGATIVE_RADIUS;
     } else {
-        batch b = {.w = w,
-                   .kind = BATCH_NEAREST,
-                   .input = points,
-                   .count = count,
-                   .k = k,
-                   .max_distance = max_distance,
-                   .near_ids = ids_out,
-                   .near_d2 = dist2_out,
-                   .near_counts = counts_out};
-        s = batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
+        s = nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad);
     }
     if (bad_index_out) *bad_index_out = bad;
     return s;
@@ -720,15 +728,6 @@ broadphase_status query_nearest_many_held(const broadphase_world *w, size_t coun
                                           const broadphase_points *points, size_t k,
                                           float max_distance, uint32_t *ids_out, float *dist2_out,
                                           size_t *counts_out) {
-    batch b = {.w = w,
-               .kind = BATCH_NEAREST,
-               .input = points,
-               .count = count,
-               .k = k,
-               .max_distance = max_distance,
-               .near_ids = ids_out,
-               .near_d2 = dist2_out,
-               .near_counts = counts_out};
     size_t bad = SIZE_MAX;
-    return batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
+    return nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad);
 }
