@@ -345,8 +345,15 @@ static void search_pass(size_t begin, size_t end, int worker, void *p) {
         double bound = c->max_d2;
         size_t got;
         for (;;) {
-            got = block_best(c, q, (const uint32_t(*)[2])runs, m, bound, k + 1, hits, best_id,
-                             best_d2);
+            /* the common case first, without block_best's call */
+            got = c->boxes_only
+                      ? simd_point_nearest_runs(q, bound, &c->cols, (const uint32_t(*)[2])runs,
+                                                (size_t)m, n->order.data, c->dims, k + 1, best_d2,
+                                                best_id)
+                      : SIZE_MAX;
+            if (got == SIZE_MAX)
+                got = block_best(c, q, (const uint32_t(*)[2])runs, m, bound, k + 1, hits, best_id,
+                                 best_d2);
             if (r >= c->r_max) break;
             int64_t next = r * 2 < c->r_max ? r * 2 : c->r_max;
             if (got == k + 1) {
