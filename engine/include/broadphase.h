@@ -251,8 +251,8 @@ BROADPHASE_API broadphase_status broadphase_neighbours(broadphase_world *w,
  * max_distance plus the widest object across, or smaller where the objects are dense next to
  * max_distance), and each centre's nearby cells are read and ranked exactly with SIMD, a search
  * reaching farther only as far as its (k + 1)-th nearest so far may need: time in proportion to
- * the objects and their neighbours, whatever the world's method, a dense crowd no slower than a
- * sparse one. Where the grid would still hold more than a few hundred candidates a centre (a few
+ * the objects and their k nearest, whatever the world's method, not to all that a dense crowd
+ * holds within max_distance. Where the grid would still hold more than a few hundred candidates a centre (a few
  * very wide objects), the call asks the method's structures instead, as
  * broadphase_nearest_many_within would from every centre: the same rows.
  *
