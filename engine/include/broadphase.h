@@ -252,11 +252,11 @@ BROADPHASE_API broadphase_status broadphase_neighbours(broadphase_world *w,
  * max_distance), and each centre's nearby cells are read and ranked exactly with SIMD, a search
  * reaching farther only as far as its (k + 1)-th nearest so far may need: time in proportion to
  * the objects and their k nearest, whatever the world's method, not to all that a dense crowd
- * holds within max_distance. Where the grid would still hold more than a few hundred candidates a centre (a few
- * very wide objects), the call asks the method's structures instead, as
+ * holds within max_distance. Where the grid would still hold more than a few hundred candidates a
+ * centre (a few very wide objects), the call asks the method's structures instead, as
  * broadphase_nearest_many_within would from every centre: the same rows.
  *
- * k = 0 gives empty rows. max_distance NaN: BROADPHASE_ERROR_NONFINITE; below 0 (or -0 kept as
+ * k = 0 gives empty rows. max_distance NaN: BROADPHASE_ERROR_NONFINITE; below 0 (-0 counts as
  * 0): NEGATIVE_RADIUS; INFINITY is allowed (then the k nearest, whatever the distance); k so
  * large that count * k entries do not fit in memory: INVALID_ARGUMENT. On any failure
  * (out of memory included) the arrays are not valid and the world is as it was. */
