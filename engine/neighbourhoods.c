@@ -224,15 +224,15 @@ static void runs_pass(size_t begin, size_t end, int worker, void *p) {
 /* ---- the search ----------------------------------------------------------------------------- */
 
 /* The `want` nearest within the distance (and within `bound`, squared, a distance no nearer one
- * can be past) among the objects of the runs, ranked, into best_*; returns how many. */
+ * can be past) among the objects of the runs, ranked, into best_*; returns how many. For the
+ * searches the runs kernel could not rank at once (search_pass tries it first): more than the
+ * ranking takes within the bound, or spheres among the objects. */
 static size_t block_best(const make_ctx *c, const float q[3], const uint32_t (*runs)[2], int m,
                          double bound, size_t want, uint32_t *hits, uint32_t *best_id,
                          float *best_d2) {
     const neighbourhoods_state *n = c->n;
     if (c->boxes_only) {
-        size_t r = simd_point_nearest_runs(q, bound, &c->cols, runs, (size_t)m, n->order.data,
-                                           c->dims, want, best_d2, best_id);
-        if (r != SIZE_MAX) return r;
+        size_t r;
         /* More than the ranking takes are within the bound (a dense crowd): a nearer bound
          * found by halving steps, first as far as the want-th would be if their squared
          * distances spread evenly (as they do over an area or a volume). A bound b serves when
