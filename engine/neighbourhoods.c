@@ -530,13 +530,7 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         return false;
     /* past the last id: read (and masked out) by the runs kernel's last lanes */
     memset(n->order.data + rows, 0, SIMD_PAD * sizeof *n->order.data);
-    if (hist > n->hist_bytes) {
-        void *x = heap_alloc(h, hist);
-        if (!x) return false;
-        heap_free(h, n->hist, n->hist_bytes);
-        n->hist = x;
-        n->hist_bytes = hist;
-    }
+    if (!heap_grow(h, &n->hist, &n->hist_bytes, hist, 1, 0)) return false; /* the sort's */
     double fig[3];
     if (!sort_into_cells(&c, h, few, fig)) return false;
     /* A crowd denser in places than on average (most of it in its middle): where the centres'

@@ -93,13 +93,7 @@ bool neighbours_make(neighbours_state *n, const broadphase_pair *pairs, size_t c
         !heap_array_reserve(h, &n->values_tmp, count + 1, 0) ||
         !heap_array_reserve(h, &n->lower, rows + 1, 0))
         return false;
-    if (hist > n->hist_bytes) {
-        void *x = heap_alloc(h, hist);
-        if (!x) return false;
-        heap_free(h, n->hist, n->hist_bytes);
-        n->hist = x;
-        n->hist_bytes = hist;
-    }
+    if (!heap_grow(h, &n->hist, &n->hist_bytes, hist, 1, 0)) return false; /* the sort's */
     make_ctx c = {n, pairs, count, rows, n->lower.data};
     threads_for_ranges(workers, count, POSITION_CHUNK, write_keys, &c);
     int bits = 1;
