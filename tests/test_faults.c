@@ -1,11 +1,11 @@
 /* Out-of-memory injection: a scripted sequence of calls (create, add, move, remove, statics,
  * filters, events, steps through a root growth, a rebuild and a relayout, every query and
- * batched query, destroy) run again and again with an allocator that fails the k-th
- * allocation, for k = 1, 2, ... until the script runs to its end without reaching k. Every call
- * must return OK or BROADPHASE_ERROR_OUT_OF_MEMORY; after an out-of-memory failure the world's
- * objects are exactly as before the call (tests/drive.h compares the store), the call made again
- * succeeds, every step's pairs equal brute force, and every block is given back at destroy (the
- * ASan build checks the C library's side too). */
+ * batched query, neighbour rows and neighbourhoods, destroy) run again and again with an allocator
+ * that fails the k-th allocation, for k = 1, 2, ... until the script runs to its end without
+ * reaching k. Every call must return OK or BROADPHASE_ERROR_OUT_OF_MEMORY; after an out-of-memory
+ * failure the world's objects are exactly as before the call (tests/drive.h compares the store),
+ * the call made again succeeds, every step's pairs equal brute force, and every block is given back
+ * at destroy (the ASan build checks the C library's side too). */
 #include "drive.h"
 
 /* Columns for a batch of boxes or spheres. */
@@ -70,6 +70,23 @@ static void move_kind(drive *d, bool spheres, size_t stride, size_t offset, floa
     broadphase_boxes b = shapes_boxes(s);
     broadphase_spheres sp = shapes_spheres(s);
     drive_move(d, s->n, s->ids, &b, &sp, spheres);
+    free(s);
+}
+
+/* n unit boxes along x, 80 apart, from (0, 15, 15): in 3D, with an infinite distance, a grid of
+ * their centres would need more runs a search than it takes (NEIGHBOURHOODS_MOST_RUNS), and the
+ * neighbourhoods fall back on the method's batched nearest search. */
+static void add_line(drive *d, size_t n) {
+    shapes *s = calloc(1, sizeof *s);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            float c = k == 0 ? 80.0f * (float)i : 15.0f;
+            s->v[k][i] = c - 0.5f;
+            s->v[3 + k][i] = c + 0.5f;
+        }
+    broadphase_boxes b = shapes_boxes(s);
+    broadphase_spheres sp = shapes_spheres(s);
+    drive_add(d, n, &b, &sp, false, false);
     free(s);
 }
 
@@ -144,6 +161,8 @@ static void script(drive *d, uint64_t seed) {
     drive_remove(d, pick(d, 1, 0, 256, ids) - 1, ids); /* down to one object */
     drive_step(d);
     drive_queries(d, 1, seed + 4);
+    add_line(d, 24);
+    drive_neighbourhoods(d, 3, INFINITY); /* 3D: the fallback; 2D: the grid on a line */
 }
 
 typedef struct run_result {

@@ -5,6 +5,7 @@
  * reference, and the nearest search with a greatest distance by hand (its random cases are in
  * query_oracle.h, run over every method and scene by test_methods and test_query). */
 #include "crowd.h"
+#include "overlap.h"
 #include "query_oracle.h"
 
 #include <float.h>
@@ -698,6 +699,118 @@ TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
         free(first_d2);
         free(first_counts);
         scene_free(&sc);
+    }
+}
+
+/* Point boxes (lo = hi) at the given places, added to w and to the mirror in order. */
+static void add_points(broadphase_world *w, mirror *m, size_t n, const float (*at)[2]) {
+    for (size_t i = 0; i < n; i++) {
+        float x[1] = {at[i][0]}, y[1] = {at[i][1]};
+        broadphase_boxes b = {x, y, NULL, x, y, NULL};
+        uint32_t id;
+        CHECK_EQ_INT(broadphase_add_boxes(w, 1, &b, &id), BROADPHASE_OK);
+        float p[3] = {at[i][0], at[i][1], 0.0f};
+        mirror_set(m, id, false, p, p, p, 0.0f);
+    }
+}
+
+/* A point (x, y) with x^2 + y^2 (in double, as the search measures a point box from the origin)
+ * in (lo, hi], or false. */
+static bool point_at_dist2(double lo, double hi, float out[2]) {
+    for (int i = 1; i < 4000; i++) {
+        float y = 0.05f + 0.0001f * (float)i;
+        float x = (float)sqrt(0.5 * (lo + hi) - (double)y * y);
+        for (int step = -4; step <= 4; step++) {
+            float t = x;
+            for (int s = 0; s < (step < 0 ? -step : step); s++)
+                t = nextafterf(t, step < 0 ? 0.0f : INFINITY);
+            double d2 = (double)t * t + (double)y * y;
+            if (d2 > lo && d2 <= hi) {
+                out[0] = t;
+                out[1] = y;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Every row against the single search, for k and the distance, on 1 and 2 threads. */
+static void check_hood_rows(const float (*at)[2], size_t n, size_t k, float distance) {
+    for (int threads = 1; threads <= 2; threads++) {
+        TEST_CONTEXT("%zu points, k %zu, distance %g, threads %d", n, k, (double)distance, threads);
+        broadphase_world *w =
+            make_world(2, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, threads);
+        REQUIRE(w);
+        mirror m = {.dims = 2};
+        add_points(w, &m, n, at);
+        broadphase_neighbourhood_rows rows;
+        CHECK_EQ_INT(broadphase_neighbourhoods(w, k, distance, &rows), BROADPHASE_OK);
+        size_t bad = SIZE_MAX;
+        for (uint32_t id = 0; id < n && bad == SIZE_MAX; id++)
+            if (!hood_row_ok(w, &m, id, &rows, k, distance)) bad = id;
+        CHECK_EQ_INT(bad, SIZE_MAX);
+        broadphase_destroy(w);
+        mirror_free(&m);
+    }
+}
+
+/* Two of the grid search's rare paths, each on a scene made to reach it (checked once by
+ * breaking the path: the test fails):
+ * - a dense search's bound found by halving, where the k + 1-th within the bound b has a float
+ *   distance whose next float passes b: the search must look again as far as that next float,
+ *   where an object with the same float distance and a lower id ranks before it. The point at
+ *   the origin has k + 1 = 4 within b (itself, two near points and P1 at d2 <= b), and P2, with
+ *   a lower id, at d2 just past b with the same float; 70 more within the distance send its
+ *   search to the halving (more than the ranking's 64), and 1,000 points far off keep the cells
+ *   large, so that it meets them all at once. b is the halving's first bound: the distance
+ *   squared times 2 (k + 1) / (SIMD_RANK_MAX + 1) (block_best).
+ * - a search that reaches farther than any centre's first cells (the most candidates the
+ *   buffers were sized for) and meets more than the hits buffer's 4,096 within its bound: a
+ *   point alone in the middle of four groups of 1,200 (each centre's first cells hold a few
+ *   hundred), the distance infinite (no halving), so that its search meets all four at once. */
+TEST(neighbourhoods_rare_search_paths) {
+    uint64_t rng = 77;
+    {
+        float distance = 5.5f;
+        size_t k = 3;
+        double b =
+            (double)distance * (double)distance * (2.0 * (double)(k + 1) / (SIMD_RANK_MAX + 1));
+        float f = (float)b; /* the float both P1 and P2 round to */
+        double half = 0.5 * ((double)nextafterf(f, INFINITY) - (double)f);
+        size_t n = 0;
+        float(*at)[2] = malloc(1100 * sizeof *at);
+        REQUIRE(at);
+        at[n][0] = 0.0f, at[n++][1] = 0.0f;
+        at[n][0] = 0.5f, at[n++][1] = 0.0f;
+        at[n][0] = 0.0f, at[n++][1] = 0.7f;
+        REQUIRE(point_at_dist2(b, (double)f + 0.9 * half, at[n++]));         /* P2 */
+        REQUIRE(point_at_dist2((double)f - 0.9 * half, b - 1e-12, at[n++])); /* P1 */
+        REQUIRE((float)((double)at[3][0] * at[3][0] + (double)at[3][1] * at[3][1]) == f);
+        REQUIRE((float)((double)at[4][0] * at[4][0] + (double)at[4][1] * at[4][1]) == f);
+        for (int i = 0; i < 70; i++) {
+            double a = 6.283185307179586 * i / 70.0, r = 3.0 + 2.0 * i / 70.0;
+            at[n][0] = (float)(r * cos(a)), at[n++][1] = (float)(r * sin(a));
+        }
+        for (int i = 0; i < 1000; i++) {
+            at[n][0] = 100.0f + 3000.0f * scene_uniform(&rng);
+            at[n++][1] = 100.0f + 3000.0f * scene_uniform(&rng);
+        }
+        check_hood_rows((const float(*)[2])at, n, k, distance);
+        free(at);
+    }
+    {
+        size_t n = 0;
+        float(*at)[2] = malloc(4801 * sizeof *at);
+        REQUIRE(at);
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < 1200; i++) {
+                at[n][0] = 1300.0f * (float)(c & 1) + 100.0f * scene_uniform(&rng);
+                at[n++][1] = 1300.0f * (float)(c >> 1) + 100.0f * scene_uniform(&rng);
+            }
+        at[n][0] = 700.0f, at[n++][1] = 700.0f;
+        check_hood_rows((const float(*)[2])at, n, 3, INFINITY);
+        free(at);
     }
 }
 
