@@ -120,6 +120,13 @@ void tree_slots_stream_block(tree_slots *s, int b, size_t s0, size_t count,
     }
 }
 
+void *tree_slots_scratch(tree_slots *t, int b, size_t *bytes) {
+    t->filled[b] = false;
+    t->warm[b] = 0;
+    *bytes = t->block[b] ? slot_block_bytes(t->capacity) : 0;
+    return t->block[b];
+}
+
 void tree_slots_release(broadphase_world *w, tree_slots *t) {
     for (int b = 0; b < 2; b++)
         if (t->block[b]) heap_free(&w->heap, t->block[b], slot_block_bytes(t->capacity));

@@ -38,6 +38,9 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
  * buffer it writes, and the other waits for the first relayout (moving 1e6: 32 MB that the
  * first frame no longer writes; perf/NOTES.md). */
 void tree_slots_ready(broadphase_world *w, tree_slots *s, int b, size_t written);
+/* Buffer b's block as scratch for a build, until the slots are written: what it held is given up
+ * (the buffer is neither ready nor warm after). Its size in bytes into *bytes. */
+void *tree_slots_scratch(tree_slots *s, int b, size_t *bytes);
 /* Before buffer b is ready: up to `slots` more of its slots take the sentinels, from where the
  * last call stopped, so that a fresh buffer's pages are first touched a slice a step rather
  * than all in the step that first lays the slots out (moving 1e6: 110 ms in one step, against
