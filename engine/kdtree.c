@@ -141,6 +141,7 @@ static void destroy(broadphase_world *w, void *state) {
     heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(kd_node));
     tree_slots_release(w, &t->slots);
     heap_free(&w->heap, t->records, t->record_capacity * sizeof(kd_record));
+    heap_free(&w->heap, t->top_parts, t->top_part_capacity * sizeof(kd_top_part));
     heap_free(&w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
     heap_free(&w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
     heap_free(&w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));

@@ -212,13 +212,11 @@ static void partition(kd_record *rec, kd_record *scratch, uint32_t begin, uint32
     *right_out = own + lefts;
 }
 
-static void build_node(void *p, int worker) {
-    (void)worker;
-    build_task *task = p;
+/* A node's first steps: its ranges, and its split, or false when it stays a leaf (finished). */
+static bool split_of(const build_task *task, int *axis, float *plane) {
     const build_ctx *b = task->b;
-    kdtree *t = b->t;
-    kd_node *n = &t->nodes[task->node];
-    kd_record *rec = t->records;
+    kd_node *n = &b->t->nodes[task->node];
+    kd_record *rec = b->t->records;
     uint32_t begin = task->begin, end = task->end;
     n->begin = begin;
     n->end = end;
@@ -227,26 +225,34 @@ static void build_node(void *p, int worker) {
     n->sweep = NO_SWEEP;
     if (end - begin <= (uint32_t)b->leaf_size || n->depth >= b->max_depth) {
         finish_own(n, rec, begin, end, b->dims, -1);
-        return;
+        return false;
     }
-    int axis;
-    float plane, lo[3], hi[3];
+    float lo[3], hi[3];
     if (task->bounded) {
         memcpy(lo, task->lo, sizeof lo);
         memcpy(hi, task->hi, sizeof hi);
     } else {
         centre_bounds(rec, begin, end, b->dims, lo, hi);
     }
-    if (!choose_split(lo, hi, b->dims, &axis, &plane)) {
+    if (!choose_split(lo, hi, b->dims, axis, plane)) {
         finish_own(n, rec, begin, end, b->dims, -1);
-        return;
+        return false;
     }
-    uint32_t own_end, right;
-    float side_lo[2][3], side_hi[2][3];
-    partition(rec, b->scratch, begin, end, axis, plane, &own_end, &right, side_lo, side_hi);
+    return true;
+}
+
+/* A node's last steps, its records partitioned: its own objects finished, its children made,
+ * and their tasks into sub. Returns how many (none for a leaf, or when the nodes ran out). */
+static int children_of(const build_task *task, int axis, float plane, uint32_t own_end,
+                       uint32_t right, float side_lo[2][3], float side_hi[2][3],
+                       build_task sub[2]) {
+    const build_ctx *b = task->b;
+    kdtree *t = b->t;
+    kd_node *n = &t->nodes[task->node];
+    uint32_t begin = task->begin, end = task->end;
     if (own_end == end) { /* everything straddles: stays a leaf */
-        finish_own(n, rec, begin, end, b->dims, -1);
-        return;
+        finish_own(n, t->records, begin, end, b->dims, -1);
+        return 0;
     }
     uint32_t ranges[2][2] = {{own_end, right}, {right, end}};
     int want = (right > own_end) + (end > right);
@@ -254,13 +260,12 @@ static void build_node(void *p, int worker) {
     if (first + (uint32_t)want > t->node_capacity) {
         /* Out of nodes: keep this node a leaf and let the caller build again with more room. */
         __atomic_store_n(&t->overflow, true, __ATOMIC_RELAXED);
-        return;
+        return 0;
     }
     n->axis = (uint8_t)axis;
     n->plane = plane;
     n->end = own_end;
-    finish_own(n, rec, begin, own_end, b->dims, axis);
-    build_task sub[2];
+    finish_own(n, t->records, begin, own_end, b->dims, axis);
     int subs = 0;
     uint32_t next = first;
     for (int side = 0; side < 2; side++) {
@@ -283,13 +288,218 @@ static void build_node(void *p, int worker) {
         memcpy(st->lo, side_lo[side], sizeof st->lo);
         memcpy(st->hi, side_hi[side], sizeof st->hi);
     }
-    if (subs == 2 && end - begin > TASK_CUTOFF) {
+    return subs;
+}
+
+static void build_node(void *p, int worker) {
+    build_task *task = p;
+    int axis;
+    float plane;
+    if (!split_of(task, &axis, &plane)) return;
+    uint32_t own_end, right;
+    float side_lo[2][3], side_hi[2][3];
+    partition(task->b->t->records, task->b->scratch, task->begin, task->end, axis, plane, &own_end,
+              &right, side_lo, side_hi);
+    build_task sub[2];
+    int subs = children_of(task, axis, plane, own_end, right, side_lo, side_hi, sub);
+    if (subs == 2 && task->end - task->begin > TASK_CUTOFF) {
         threads_spawn(build_node, &sub[0]);
         build_node(&sub[1], worker);
         threads_wait_children();
     } else {
         for (int s = 0; s < subs; s++) build_node(&sub[s], worker);
     }
+}
+
+/* ---- the top of the tree: nodes split on all the workers ---------------------------------- */
+
+/* Where the tasks above leave workers idle (the root alone, then two nodes, ...), a large node's
+ * partition runs on all of them instead, in chunks of TOP_CHUNK records: each chunk counts its
+ * records by side and bounds the sides' centres; the counts, summed in chunk order, give each
+ * chunk where its records go; each chunk writes them there, into the scratch; the scratch is
+ * copied back. The records land where the partition on one thread puts them (the straddlers and
+ * the left side in their order, the right side's reversed, from the end), so the tree is the
+ * same whichever partition ran. */
+typedef struct top_ctx {
+    kd_record *rec, *scratch;
+    kd_top_part *parts;
+    uint32_t begin, end;
+    int axis;
+    float plane;
+} top_ctx;
+
+static void top_range(const top_ctx *c, size_t chunk, uint32_t *from, uint32_t *to) {
+    *from = c->begin + (uint32_t)(chunk * TOP_CHUNK);
+    *to = c->end - *from > TOP_CHUNK ? *from + TOP_CHUNK : c->end;
+}
+
+/* Each chunk's centres' bounds (the root's, before its split). */
+static void top_bounds(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const top_ctx *c = p;
+    uint32_t from, to;
+    top_range(c, chunk, &from, &to);
+    kd_top_part *part = &c->parts[chunk];
+    centre_bounds(c->rec, from, to, 3, part->lo[0], part->hi[0]);
+}
+
+static void top_count(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const top_ctx *c = p;
+    uint32_t from, to;
+    top_range(c, chunk, &from, &to);
+    float lo[3][3], hi[3][3];
+    for (int s = 0; s < 3; s++)
+        for (int k = 0; k < 3; k++) {
+            lo[s][k] = INFINITY;
+            hi[s][k] = -INFINITY;
+        }
+    uint32_t n[3] = {0, 0, 0};
+    for (uint32_t i = from; i < to; i++) {
+        const kd_record *r = &c->rec[i];
+        int side = (int)(r->max[c->axis] < c->plane) + 2 * (int)(r->min[c->axis] > c->plane);
+        n[side]++;
+        for (int k = 0; k < 3; k++) {
+            float x = r->min[k] * 0.5f + r->max[k] * 0.5f;
+            lo[side][k] = x < lo[side][k] ? x : lo[side][k];
+            hi[side][k] = x > hi[side][k] ? x : hi[side][k];
+        }
+    }
+    kd_top_part *part = &c->parts[chunk];
+    memcpy(part->n, n, sizeof n);
+    memcpy(part->lo, lo[1], sizeof part->lo);
+    memcpy(part->hi, hi[1], sizeof part->hi);
+}
+
+static void top_scatter(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const top_ctx *c = p;
+    uint32_t from, to;
+    top_range(c, chunk, &from, &to);
+    const kd_top_part *part = &c->parts[chunk];
+    kd_record *own = c->scratch + part->at[0], *left = c->scratch + part->at[1];
+    kd_record *right = c->scratch + part->at[2]; /* one past the chunk's first, downwards */
+    for (uint32_t i = from; i < to; i++) {
+        kd_record r = c->rec[i];
+        uintptr_t is_left = r.max[c->axis] < c->plane;
+        uintptr_t is_right = r.min[c->axis] > c->plane;
+        uintptr_t is_own = 1 - is_left - is_right;
+        uintptr_t at = ((uintptr_t)own & (0 - is_own)) | ((uintptr_t)left & (0 - is_left)) |
+                       ((uintptr_t)(right - 1) & (0 - is_right));
+        *(kd_record *)at = r;
+        own += is_own;
+        left += is_left;
+        right -= is_right;
+    }
+}
+
+static void top_copy_back(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    const top_ctx *c = p;
+    memcpy(c->rec + c->begin + begin, c->scratch + c->begin + begin,
+           (end - begin) * sizeof *c->rec);
+}
+
+/* partition()'s result for records [begin, end), on the workers. */
+static void top_partition(const build_ctx *b, int workers, uint32_t begin, uint32_t end, int axis,
+                          float plane, uint32_t *own_end_out, uint32_t *right_out,
+                          float side_lo[2][3], float side_hi[2][3]) {
+    top_ctx c = {b->t->records, b->scratch, b->t->top_parts, begin, end, axis, plane};
+    size_t chunks = threads_chunk_count(end - begin, TOP_CHUNK);
+    threads_for_chunks(workers, chunks, top_count, &c);
+    uint32_t n[3] = {0, 0, 0};
+    for (size_t i = 0; i < chunks; i++)
+        for (int s = 0; s < 3; s++) n[s] += c.parts[i].n[s];
+    uint32_t at[3] = {begin, begin + n[0], end};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 3; k++) {
+            side_lo[s][k] = INFINITY;
+            side_hi[s][k] = -INFINITY;
+        }
+    for (size_t i = 0; i < chunks; i++) {
+        kd_top_part *part = &c.parts[i];
+        uint32_t counts[3];
+        memcpy(counts, part->n, sizeof counts);
+        memcpy(part->at, at, sizeof at);
+        at[0] += counts[0];
+        at[1] += counts[1];
+        at[2] -= counts[2];
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < 3; k++) {
+                side_lo[s][k] = part->lo[s][k] < side_lo[s][k] ? part->lo[s][k] : side_lo[s][k];
+                side_hi[s][k] = part->hi[s][k] > side_hi[s][k] ? part->hi[s][k] : side_hi[s][k];
+            }
+    }
+    threads_for_chunks(workers, chunks, top_scatter, &c);
+    threads_for_ranges(workers, end - begin, TOP_CHUNK, top_copy_back, &c);
+    *own_end_out = begin + n[0];
+    *right_out = begin + n[0] + n[1];
+}
+
+/* The root's centres' bounds, on the workers. */
+static void top_root_bounds(const build_ctx *b, int workers, build_task *root) {
+    if (root->end - root->begin < TOP_MIN) return; /* (the root finds them itself) */
+    top_ctx c = {b->t->records, b->scratch, b->t->top_parts, root->begin, root->end, 0, 0.0f};
+    size_t chunks = threads_chunk_count(root->end - root->begin, TOP_CHUNK);
+    threads_for_chunks(workers, chunks, top_bounds, &c);
+    for (int k = 0; k < 3; k++) {
+        root->lo[k] = INFINITY;
+        root->hi[k] = -INFINITY;
+    }
+    for (size_t i = 0; i < chunks; i++)
+        for (int k = 0; k < 3; k++) {
+            const kd_top_part *part = &c.parts[i];
+            root->lo[k] = part->lo[0][k] < root->lo[k] ? part->lo[0][k] : root->lo[k];
+            root->hi[k] = part->hi[0][k] > root->hi[k] ? part->hi[0][k] : root->hi[k];
+        }
+    root->bounded = true;
+}
+
+typedef struct top_tasks {
+    build_task *tasks;
+    int count;
+} top_tasks;
+
+static void build_tasks(void *p, int worker) {
+    const top_tasks *tt = p;
+    for (int i = 0; i + 1 < tt->count; i++) threads_spawn(build_node, &tt->tasks[i]);
+    if (tt->count > 0) build_node(&tt->tasks[tt->count - 1], worker);
+    threads_wait_children();
+}
+
+/* The tree from the root task: levels split on all the workers while they number fewer nodes than
+ * workers (and those nodes are large), then the rest as tasks. */
+static void build_tree(const build_ctx *b, int workers, build_task root) {
+    build_task level[2][TOP_TASKS];
+    int cur = 0, count = 1;
+    level[0][0] = root;
+    top_root_bounds(b, workers, &level[0][0]);
+    while (count < workers && count * 2 <= TOP_TASKS) {
+        int next = 0;
+        bool split = false;
+        for (int i = 0; i < count; i++) {
+            build_task *task = &level[cur][i];
+            if (task->end - task->begin < TOP_MIN) {
+                level[1 - cur][next++] = *task;
+                continue;
+            }
+            split = true;
+            int axis;
+            float plane;
+            if (!split_of(task, &axis, &plane)) continue;
+            uint32_t own_end, right;
+            float side_lo[2][3], side_hi[2][3];
+            top_partition(b, workers, task->begin, task->end, axis, plane, &own_end, &right,
+                          side_lo, side_hi);
+            next += children_of(task, axis, plane, own_end, right, side_lo, side_hi,
+                                &level[1 - cur][next]);
+        }
+        cur = 1 - cur;
+        count = next;
+        if (!split) break;
+    }
+    top_tasks tt = {level[cur], count};
+    threads_run_tasks(workers, build_tasks, &tt);
 }
 
 typedef struct scatter_ctx {
@@ -449,6 +659,8 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
         !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
                    sizeof(kd_record), 0) ||
         !tree_slots_reserve(w, &t->slots, slots_for_scratch(world_tree_count(w))) ||
+        !heap_grow(&w->heap, (void **)&t->top_parts, &t->top_part_capacity,
+                   world_tree_count(w) / TOP_CHUNK + 2, sizeof(kd_top_part), 0) ||
         !id_tables_reserve(w, t) ||
         !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), 0))
@@ -478,8 +690,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
         t->overflow = false;
         t->node_count = 1;
         root_init(&t->nodes[0]);
-        build_task root = {&b, 0, 0, count, false, {0, 0, 0}, {0, 0, 0}};
-        threads_run_tasks(w->workers, build_node, &root);
+        build_tree(&b, w->workers, (build_task){&b, 0, 0, count, false, {0, 0, 0}, {0, 0, 0}});
         if (!t->overflow) break;
         /* A partition is not undone, but rebuilding from the same records is still exact. */
         if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,

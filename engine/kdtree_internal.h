@@ -29,6 +29,9 @@ enum {
     LIST_NARROW_MIN = 32,   /* lists longer than this are narrowed to an internal node's slab */
     ARRIVAL_ROOM = 1024,    /* per-worker room for one node's arrivals in a refit, at least */
     MOVE_CHUNK = 4096,      /* moves per chunk in the parallel passes over them */
+    TOP_CHUNK = 16384,      /* records per chunk in a partition on all the workers */
+    TOP_MIN = 1 << 16,      /* ... which nodes of this many records or more get */
+    TOP_TASKS = 64,         /* the most nodes the build's top levels hand on as tasks */
 };
 
 typedef struct kd_node {
@@ -58,6 +61,14 @@ typedef struct kd_record {
     float min[3], max[3];
     uint32_t id, pad;
 } kd_record;
+
+/* Per chunk of a partition on all the workers (kdtree_build.c): its records by side (0 the
+ * straddlers, 1 left, 2 right), where it writes each side, and the sides' centres' bounds (the
+ * root's first, in [0]). */
+typedef struct kd_top_part {
+    uint32_t n[3], at[3];
+    float lo[2][3], hi[2][3];
+} kd_top_part;
 
 typedef enum kd_job_kind { JOB_SUBTREE, JOB_OWN } kd_job_kind;
 
@@ -111,6 +122,8 @@ struct kdtree {
     /* Build (kdtree_build.c): the live objects as records, partitioned in place. */
     kd_record *records;
     size_t record_capacity;
+    kd_top_part *top_parts;
+    size_t top_part_capacity;
     bool overflow;
 
     /* Refit scratch (kdtree_refit.c), by slot, by node and by mover. */
