@@ -49,9 +49,13 @@ static void release_columns(query_group *g) {
     g->cap = 0;
 }
 
+/* Columns for `need` objects and the kernels' sentinels past them: made even for none (a group
+ * whose regions hold no object still writes its sentinels; that wrote through a null pointer
+ * when a batch's first group gathered nothing, perf/NOTES.md row 242). */
 static bool group_reserve(query_group *g, size_t need) {
-    if (need <= g->cap) return true;
+    if (need <= g->cap && g->cols) return true;
     size_t cap = g->cap * 2 > need ? g->cap * 2 : need;
+    cap = cap > 64 ? cap : 64;
     size_t stride = cap + SIMD_PAD;
     float *cols = heap_alloc(g->heap, stride * 6 * sizeof(float));
     uint32_t *hits = heap_alloc(g->heap, stride * 2 * sizeof(uint32_t));

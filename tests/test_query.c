@@ -370,6 +370,71 @@ TEST(concurrent_queries) {
     scene_free(&sc);
 }
 
+/* Batches whose queries all lie far from every object, on a world that has run no batch yet: a
+ * group of them gathers nothing, and must still answer (it wrote its columns' sentinels through
+ * a null pointer: a crash or memory corruption, found by the grid's test in test_neighbours).
+ * Boxes, balls and nearest searches within a distance (the kinds that share walks), each kind on
+ * a fresh world, both trees and brute force, 1 and 2 threads. */
+TEST(batches_far_from_every_object) {
+    scene sc;
+    REQUIRE(scene_make(&sc, SCENE_SHAPES, 500, 41));
+    uint32_t *ids = malloc(500 * sizeof *ids);
+    enum { Q = 1024 }; /* a batch this large goes in Morton order, in groups */
+    float *col = malloc(7 * Q * sizeof *col);
+    REQUIRE(col);
+    float *x = col, *y = col + Q, *z = col + 2 * Q, *x1 = col + 3 * Q, *y1 = col + 4 * Q,
+          *z1 = col + 5 * Q, *r = col + 6 * Q;
+    for (int i = 0; i < Q; i++) {
+        x[i] = 1e6f + (float)(i % 32);
+        y[i] = 1e6f + (float)(i / 32);
+        z[i] = 1e6f;
+        x1[i] = x[i] + 1.0f;
+        y1[i] = y[i] + 1.0f;
+        z1[i] = z[i] + 1.0f;
+        r[i] = 2.0f;
+    }
+    broadphase_boxes boxes = {x, y, z, x1, y1, z1};
+    broadphase_spheres balls = {x, y, z, r};
+    broadphase_points pts = {x, y, z};
+    size_t *offsets = malloc((Q + 1) * sizeof *offsets), *counts = malloc(Q * sizeof *counts);
+    size_t bad = 0;
+    uint32_t *out = malloc(Q * 4 * sizeof *out);
+    float *d2 = malloc(Q * 4 * sizeof *d2);
+    REQUIRE(offsets && counts && out && d2);
+    for (size_t mi = 0; mi < 3; mi++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int threads = 1; threads <= 2; threads++) {
+                TEST_CONTEXT("method %zu kind %d threads %d", mi, kind, threads);
+                broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
+                REQUIRE(w);
+                CHECK_EQ_INT(scene_add_to_world(&sc, w, ids), BROADPHASE_OK);
+                if (threads == 2) step_ok(w);
+                broadphase_id_rows rows = {offsets, out, Q * 4, 0, 0};
+                if (kind == 0) {
+                    CHECK_EQ_INT(broadphase_query_boxes(w, Q, &boxes, &rows), BROADPHASE_OK);
+                    CHECK_EQ_INT(rows.total, 0);
+                } else if (kind == 1) {
+                    CHECK_EQ_INT(broadphase_query_spheres(w, Q, &balls, &rows), BROADPHASE_OK);
+                    CHECK_EQ_INT(rows.total, 0);
+                } else {
+                    CHECK_EQ_INT(
+                        broadphase_nearest_many_within(w, Q, &pts, 4, 10.0f, out, d2, counts, &bad),
+                        BROADPHASE_OK);
+                    size_t any = 0;
+                    for (int i = 0; i < Q; i++) any += counts[i];
+                    CHECK_EQ_INT(any, 0);
+                }
+                broadphase_destroy(w);
+            }
+    free(col);
+    free(offsets);
+    free(counts);
+    free(out);
+    free(d2);
+    free(ids);
+    scene_free(&sc);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------ */
 
 TEST(bad_input_gets_its_status) {
