@@ -40,7 +40,9 @@ typedef struct make_ctx {
     neighbourhoods_state *n;
     const store *s;
     int dims;
-    size_t k;
+    size_t k;    /* a row's entries */
+    size_t want; /* what a search ranks: k + 1 from an object's centre (itself among them), k
+                  * from a point */
     double max_d2;
     double origin[3];  /* the grid: its least corner, */
     double size;       /* its cells' side, */
@@ -58,15 +60,22 @@ typedef struct make_ctx {
     size_t hits_cap;     /* hits a worker's buffer holds */
     bool boxes_only;     /* no sphere: the runs go straight to the ranking */
     simd_boxes cols;
+    double fig[3]; /* the runs pass's figures (sort_into_cells) */
+    /* a search from given points (neighbourhoods_points): them, and where their rows go */
+    const float *at[3];
+    uint32_t *out_ids;
+    float *out_d2;
+    size_t *out_counts;
 } make_ctx;
 
 static inline bool is_round(const store *s, uint32_t id) {
     return s->kind[id] == OBJECT_SPHERE;
 }
 
-/* The centres a cell holds on average in a dense world: twice k + 1 over the next cells. */
+/* The centres a cell holds on average in a dense world: twice what a search ranks over the next
+ * cells. */
 static inline double per_cell(const make_ctx *c) {
-    return 2.0 * (double)(c->k + 1) / (c->dims == 3 ? 27.0 : 9.0);
+    return 2.0 * (double)c->want / (c->dims == 3 ? 27.0 : 9.0);
 }
 
 /* The point a neighbourhood is measured from. */
@@ -104,10 +113,13 @@ static void bounds_pass(size_t begin, size_t end, int worker, void *p) {
     memcpy(to, f, sizeof f);
 }
 
+/* The cell along axis a of a coordinate, clamped to the grid: a point outside it (a search from a
+ * given point) takes the nearest cell at its edge, which is no farther in cells from any object
+ * than the point is, so the reaches below hold for it too. */
 static inline uint64_t cell_along(const make_ctx *c, int a, float x) {
     double t = floor(((double)x - c->origin[a]) * c->per_size);
-    uint64_t i = t > 0.0 ? (uint64_t)t : 0;
-    return i < c->along[a] ? i : c->along[a] - 1;
+    if (!(t > 0.0)) return 0;
+    return t < (double)c->along[a] ? (uint64_t)t : c->along[a] - 1;
 }
 
 static inline uint64_t cell_key(const make_ctx *c, const uint64_t at[3]) {
@@ -320,59 +332,120 @@ static size_t drop_self(const uint32_t *ids, const float *d2, size_t n, uint32_t
     return out;
 }
 
+/* A worker's buffers for its searches. */
+typedef struct search_room {
+    uint32_t *hits, *best_id;
+    float *best_d2;
+    uint32_t (*runs)[2];
+} search_room;
+
+static search_room room_of(const make_ctx *c, int worker) {
+    neighbourhoods_state *n = c->n;
+    return (search_room){
+        n->hits.data + (size_t)worker * lines(c->hits_cap + SIMD_PAD),
+        n->best_id.data + (size_t)worker * lines(c->want),
+        n->best_d2.data + (size_t)worker * lines(c->want),
+        (uint32_t(*)[2])(n->runs.data + (size_t)worker * lines(2 * c->runs_cap)),
+    };
+}
+
+/* The want nearest of q (in cell `key`), ranked into the room's best, searched over the cells
+ * within r_start of its cell, then farther while the want-th found may have a nearer one beyond
+ * the cells searched: the cells within r hold every object within r size / (1 + 1e-4) - widest
+ * of q. A farther search is bounded by the want-th found: no object past it can rank before it.
+ * The room's runs hold the m runs of the cell at r_start, before and after. Returns how many. */
+static size_t search_one(const make_ctx *c, const float q[3], uint64_t key, search_room *room,
+                         int *m) {
+    size_t want = c->want;
+    int64_t r = c->r_start;
+    double bound = c->max_d2;
+    size_t got;
+    for (;;) {
+        /* the common case first, without block_best's call */
+        got = c->boxes_only
+                  ? simd_point_nearest_runs(q, bound, &c->cols, (const uint32_t(*)[2])room->runs,
+                                            (size_t)*m, c->n->order.data, c->dims, want,
+                                            room->best_d2, room->best_id)
+                  : SIZE_MAX;
+        if (got == SIZE_MAX)
+            got = block_best(c, q, (const uint32_t(*)[2])room->runs, *m, bound, want, room->hits,
+                             room->best_id, room->best_d2);
+        if (r >= c->r_max) break;
+        int64_t next = r * 2 < c->r_max ? r * 2 : c->r_max;
+        if (got == want) {
+            /* every object ranking before the want-th is nearer than this */
+            double far = (double)nextafterf(room->best_d2[want - 1], INFINITY);
+            double reach = sqrt(far);
+            if ((reach + c->widest) * (1.0 + 1e-4) <= (double)r * c->size) break;
+            double want_r = ceil((reach + c->widest) * (1.0 + 1e-4) / c->size);
+            next = want_r < (double)c->r_max ? (int64_t)want_r : c->r_max;
+            next = next > r ? next : r + 1;
+            bound = far < bound ? far : bound;
+        }
+        r = next;
+        *m = runs_of(c, key, r, room->runs);
+    }
+    if (r != c->r_start) *m = runs_of(c, key, c->r_start, room->runs); /* (for the next one) */
+    return got;
+}
+
 /* Each centre's k + 1 nearest (itself among them, unless k + 1 others tie with it at 0 ahead of
- * it: the first k others either way), searched over the cells within r_start of its own, then
- * farther while the (k + 1)-th found may have a nearer one beyond the cells searched: the cells
- * within r hold every object within r size / (1 + 1e-4) - widest of the centre. A farther
- * search is bounded by the (k + 1)-th found: no object past it can rank before it. */
+ * it: the first k others either way), its row the first k others. */
 static void search_pass(size_t begin, size_t end, int worker, void *p) {
     make_ctx *c = p;
     neighbourhoods_state *n = c->n;
     size_t k = c->k, cs = n->live + 1;
-    uint32_t *hits = n->hits.data + (size_t)worker * lines(c->hits_cap + SIMD_PAD);
-    uint32_t *best_id = n->best_id.data + (size_t)worker * lines(k + 1);
-    float *best_d2 = n->best_d2.data + (size_t)worker * lines(k + 1);
-    uint32_t(*runs)[2] = (uint32_t(*)[2])(n->runs.data + (size_t)worker * lines(2 * c->runs_cap));
+    search_room room = room_of(c, worker);
     int m = 0;
     for (size_t j = begin; j < end; j++) {
         uint32_t self = n->order.data[j];
         float q[3] = {n->centre.data[j], n->centre.data[cs + j], n->centre.data[2 * cs + j]};
         uint64_t key = n->keys.data[j];
         /* a cell's centres are a run: its runs at r_start are found once */
-        bool same = j > begin && key == n->keys.data[j - 1];
-        int64_t r = c->r_start;
-        if (!same) m = runs_of(c, key, r, runs);
-        double bound = c->max_d2;
-        size_t got;
-        for (;;) {
-            /* the common case first, without block_best's call */
-            got = c->boxes_only
-                      ? simd_point_nearest_runs(q, bound, &c->cols, (const uint32_t(*)[2])runs,
-                                                (size_t)m, n->order.data, c->dims, k + 1, best_d2,
-                                                best_id)
-                      : SIZE_MAX;
-            if (got == SIZE_MAX)
-                got = block_best(c, q, (const uint32_t(*)[2])runs, m, bound, k + 1, hits, best_id,
-                                 best_d2);
-            if (r >= c->r_max) break;
-            int64_t next = r * 2 < c->r_max ? r * 2 : c->r_max;
-            if (got == k + 1) {
-                /* every object ranking before the (k + 1)-th is nearer than this */
-                double far = (double)nextafterf(best_d2[k], INFINITY);
-                double reach = sqrt(far);
-                if ((reach + c->widest) * (1.0 + 1e-4) <= (double)r * c->size) break;
-                double want_r = ceil((reach + c->widest) * (1.0 + 1e-4) / c->size);
-                next = want_r < (double)c->r_max ? (int64_t)want_r : c->r_max;
-                next = next > r ? next : r + 1;
-                bound = far < bound ? far : bound;
-            }
-            r = next;
-            m = runs_of(c, key, r, runs);
-        }
-        if (r != c->r_start) m = runs_of(c, key, c->r_start, runs); /* (for the next centre) */
+        if (j == begin || key != n->keys.data[j - 1]) m = runs_of(c, key, c->r_start, room.runs);
+        size_t got = search_one(c, q, key, &room, &m);
         n->counts.data[self] =
-            (uint32_t)drop_self(best_id, best_d2, got, self, k, n->ids.data + (size_t)self * k,
-                                n->d2.data + (size_t)self * k);
+            (uint32_t)drop_self(room.best_id, room.best_d2, got, self, k,
+                                n->ids.data + (size_t)self * k, n->d2.data + (size_t)self * k);
+    }
+}
+
+/* The given points' cells, and their indices, for the sort. */
+static void point_keys_pass(size_t begin, size_t end, int worker, void *p) {
+    (void)worker;
+    make_ctx *c = p;
+    neighbourhoods_state *n = c->n;
+    for (size_t i = begin; i < end; i++) {
+        uint64_t at[3] = {0, 0, 0};
+        for (int a = 0; a < c->dims; a++) at[a] = cell_along(c, a, c->at[a][i]);
+        n->point_keys.data[i] = cell_key(c, at);
+        n->point_order.data[i] = (uint32_t)i;
+    }
+}
+
+/* Each given point's k nearest, in the points' cell order, into its row. */
+static void points_pass(size_t begin, size_t end, int worker, void *p) {
+    make_ctx *c = p;
+    neighbourhoods_state *n = c->n;
+    size_t k = c->k;
+    search_room room = room_of(c, worker);
+    int m = 0;
+    for (size_t j = begin; j < end; j++) {
+        uint32_t row = n->point_order.data[j];
+        float q[3] = {0.0f, 0.0f, 0.0f};
+        for (int a = 0; a < c->dims; a++) q[a] = c->at[a][row];
+        uint64_t key = n->point_keys.data[j];
+        if (j == begin || key != n->point_keys.data[j - 1])
+            m = runs_of(c, key, c->r_start, room.runs);
+        size_t got = search_one(c, q, key, &room, &m);
+        /* (a loop: a few entries, where a call to memcpy for each took a tenth of a batch) */
+        uint32_t *ids = c->out_ids + (size_t)row * k;
+        for (size_t t = 0; t < got; t++) ids[t] = room.best_id[t];
+        if (c->out_d2) {
+            float *d2 = c->out_d2 + (size_t)row * k;
+            for (size_t t = 0; t < got; t++) d2[t] = room.best_d2[t];
+        }
+        c->out_counts[row] = got;
     }
 }
 
@@ -471,6 +544,92 @@ static bool sort_into_cells(make_ctx *c, heap *h, int workers, double fig[3]) {
     return true;
 }
 
+/* The grid for the context's want, max_d2, k and store: the objects' bounds, the cells, the
+ * objects sorted into them (made again, smaller, where they crowd). False on out of memory. */
+static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int few) {
+    neighbourhoods_state *n = c->n;
+    size_t rows = n->rows;
+    int dims = c->dims;
+    c->max_d2 = (double)max_distance * (double)max_distance;
+    /* the bounds of the centres, the widest object */
+    for (int w = 0; w < workers; w++) {
+        double *f = n->partial.data + (size_t)w * FIGURES;
+        for (int a = 0; a < 3; a++) {
+            f[a] = INFINITY;
+            f[3 + a] = -INFINITY;
+            f[6 + a] = 0.0;
+        }
+    }
+    threads_for_ranges(few, rows, ID_CHUNK, bounds_pass, c);
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    double widest = 0.0;
+    for (int w = 0; w < workers; w++) {
+        const double *f = n->partial.data + (size_t)w * FIGURES;
+        for (int a = 0; a < dims; a++) {
+            lo[a] = f[a] < lo[a] ? f[a] : lo[a];
+            hi[a] = f[3 + a] > hi[a] ? f[3 + a] : hi[a];
+            widest = f[6 + a] > widest ? f[6 + a] : widest;
+        }
+    }
+    memcpy(c->lo, lo, sizeof lo);
+    memcpy(c->hi, hi, sizeof hi);
+    c->widest = widest;
+    c->need = ((double)max_distance + widest) * (1.0 + 1e-4);
+    set_grid(c, first_size(c));
+
+    c->stride = n->live + SIMD_PAD;
+    size_t hist = threads_radix_scratch_size(workers);
+    if (!heap_array_reserve(h, &n->keys, rows + 1, 0) ||
+        !heap_array_reserve(h, &n->keys_tmp, rows + 1, 0) ||
+        !heap_array_reserve(h, &n->order, rows + SIMD_PAD, 0) ||
+        !heap_array_reserve(h, &n->order_tmp, rows + 1, 0) ||
+        !heap_array_reserve(h, &n->cols, 6 * c->stride, 0) ||
+        !heap_array_reserve(h, &n->centre, 3 * (n->live + 1), 0) ||
+        !heap_array_reserve(h, &n->round, n->live + 1, 0))
+        return false;
+    /* past the last id: read (and masked out) by the runs kernel's last lanes */
+    memset(n->order.data + rows, 0, SIMD_PAD * sizeof *n->order.data);
+    if (!heap_grow(h, &n->hist, &n->hist_bytes, hist, 1, 0)) return false; /* the sort's */
+    if (!sort_into_cells(c, h, few, c->fig)) return false;
+    /* A crowd denser in places than on average (most of it in its middle): where the centres'
+     * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
+     * searches that start near and go farther only where they must. */
+    double crowded = c->fig[2] / (double)n->live;
+    if (c->spread > 0 && crowded > 2.0 * per_cell(c) && c->size > 0.0) {
+        set_grid(c, c->size * pow(per_cell(c) / crowded, 1.0 / c->spread));
+        if (!sort_into_cells(c, h, few, c->fig)) return false;
+    }
+    return true;
+}
+
+/* Whether the grid is of use (else n->unfit), and the searches' buffers. False on out of memory,
+ * or when unfit. */
+static bool grid_ready(make_ctx *c, heap *h, int workers) {
+    neighbourhoods_state *n = c->n;
+    double most = c->fig[0], total = c->fig[1];
+    double rows_max = c->r_max * 2.0 + 1.0;
+    if (c->dims == 3) rows_max *= rows_max;
+    if (total > (double)NEIGHBOURHOODS_MOST_CANDIDATES * (double)n->live ||
+        rows_max > NEIGHBOURHOODS_MOST_RUNS) {
+        n->unfit = true;
+        return false;
+    }
+    c->most = (size_t)most;
+    c->boxes_only = c->s->sphere_count == 0;
+    c->runs_cap = (size_t)rows_max;
+    c->hits_cap = c->most > 4096 ? c->most : 4096;
+    return heap_array_reserve(h, &n->hits, (size_t)workers * lines(c->hits_cap + SIMD_PAD), 0) &&
+           heap_array_reserve(h, &n->runs, (size_t)workers * lines(2 * c->runs_cap), 0) &&
+           heap_array_reserve(h, &n->best_id, (size_t)workers * lines(c->want), 0) &&
+           heap_array_reserve(h, &n->best_d2, (size_t)workers * lines(c->want), 0);
+}
+
+/* The passes before the search take a few hundredths of a millisecond a pass below this many
+ * ids: on one thread, without the fork and join each would cost on several. */
+static int workers_for(size_t rows, int workers) {
+    return rows < SERIAL_BELOW ? 1 : workers;
+}
+
 bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
                          float max_distance, heap *h, int workers) {
     size_t rows = s->id_end;
@@ -486,80 +645,48 @@ bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size
         memset(n->counts.data, 0, (rows + 1) * sizeof *n->counts.data);
         return true;
     }
-    make_ctx c = {.n = n, .s = s, .dims = dims, .k = k};
-    c.max_d2 = (double)max_distance * (double)max_distance;
-
-    /* the bounds of the centres, the widest object */
-    for (int w = 0; w < workers; w++) {
-        double *f = n->partial.data + (size_t)w * FIGURES;
-        for (int a = 0; a < 3; a++) {
-            f[a] = INFINITY;
-            f[3 + a] = -INFINITY;
-            f[6 + a] = 0.0;
-        }
-    }
-    /* The passes before the search take a few hundredths of a millisecond a pass below this
-     * many ids: on one thread, without the fork and join each would cost on several. */
-    int few = rows < SERIAL_BELOW ? 1 : workers;
-    threads_for_ranges(few, rows, ID_CHUNK, bounds_pass, &c);
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    double widest = 0.0;
-    for (int w = 0; w < workers; w++) {
-        const double *f = n->partial.data + (size_t)w * FIGURES;
-        for (int a = 0; a < dims; a++) {
-            lo[a] = f[a] < lo[a] ? f[a] : lo[a];
-            hi[a] = f[3 + a] > hi[a] ? f[3 + a] : hi[a];
-            widest = f[6 + a] > widest ? f[6 + a] : widest;
-        }
-    }
-    memcpy(c.lo, lo, sizeof lo);
-    memcpy(c.hi, hi, sizeof hi);
-    c.widest = widest;
-    c.need = ((double)max_distance + widest) * (1.0 + 1e-4);
-    set_grid(&c, first_size(&c));
-
-    c.stride = n->live + SIMD_PAD;
-    size_t hist = threads_radix_scratch_size(workers);
-    if (!heap_array_reserve(h, &n->keys, rows + 1, 0) ||
-        !heap_array_reserve(h, &n->keys_tmp, rows + 1, 0) ||
-        !heap_array_reserve(h, &n->order, rows + SIMD_PAD, 0) ||
-        !heap_array_reserve(h, &n->order_tmp, rows + 1, 0) ||
-        !heap_array_reserve(h, &n->cols, 6 * c.stride, 0) ||
-        !heap_array_reserve(h, &n->centre, 3 * (n->live + 1), 0) ||
-        !heap_array_reserve(h, &n->round, n->live + 1, 0))
-        return false;
-    /* past the last id: read (and masked out) by the runs kernel's last lanes */
-    memset(n->order.data + rows, 0, SIMD_PAD * sizeof *n->order.data);
-    if (!heap_grow(h, &n->hist, &n->hist_bytes, hist, 1, 0)) return false; /* the sort's */
-    double fig[3];
-    if (!sort_into_cells(&c, h, few, fig)) return false;
-    /* A crowd denser in places than on average (most of it in its middle): where the centres'
-     * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
-     * searches that start near and go farther only where they must. */
-    double crowded = fig[2] / (double)n->live;
-    if (c.spread > 0 && crowded > 2.0 * per_cell(&c) && c.size > 0.0) {
-        set_grid(&c, c.size * pow(per_cell(&c) / crowded, 1.0 / c.spread));
-        if (!sort_into_cells(&c, h, few, fig)) return false;
-    }
+    make_ctx c = {.n = n, .s = s, .dims = dims, .k = k, .want = k + 1};
+    int few = workers_for(rows, workers);
+    if (!grid_make(&c, max_distance, h, workers, few)) return false;
     if (rows > n->live) threads_for_ranges(few, rows - n->live, ID_CHUNK, free_rows_pass, n);
-    double most = fig[0], total = fig[1];
-    double rows_max = c.r_max * 2.0 + 1.0;
-    if (dims == 3) rows_max *= rows_max;
-    if (total > (double)NEIGHBOURHOODS_MOST_CANDIDATES * (double)n->live ||
-        rows_max > NEIGHBOURHOODS_MOST_RUNS) {
-        n->unfit = true;
-        return false;
-    }
-    c.most = (size_t)most;
-    c.boxes_only = s->sphere_count == 0;
-    c.runs_cap = (size_t)rows_max;
-    c.hits_cap = c.most > 4096 ? c.most : 4096;
-    if (!heap_array_reserve(h, &n->hits, (size_t)workers * lines(c.hits_cap + SIMD_PAD), 0) ||
-        !heap_array_reserve(h, &n->runs, (size_t)workers * lines(2 * c.runs_cap), 0) ||
-        !heap_array_reserve(h, &n->best_id, (size_t)workers * lines(k + 1), 0) ||
-        !heap_array_reserve(h, &n->best_d2, (size_t)workers * lines(k + 1), 0))
-        return false;
+    if (!grid_ready(&c, h, workers)) return false;
     threads_for_ranges(workers, n->live, CENTRE_CHUNK, search_pass, &c);
+    return true;
+}
+
+bool neighbourhoods_points(neighbourhoods_state *n, const store *s, int dims, size_t count,
+                           const float *const at[3], size_t k, float max_distance,
+                           uint32_t *ids_out, float *d2_out, size_t *counts_out, heap *h,
+                           int workers) {
+    size_t rows = s->id_end;
+    n->unfit = false;
+    n->rows = rows;
+    n->k = k;
+    n->live = s->live_count;
+    if (!reserve_partial(n, h, workers)) return false;
+    if (n->live == 0) {
+        memset(counts_out, 0, count * sizeof *counts_out);
+        return true;
+    }
+    make_ctx c = {.n = n, .s = s, .dims = dims, .k = k, .want = k};
+    for (int a = 0; a < 3; a++) c.at[a] = at[a];
+    c.out_ids = ids_out;
+    c.out_d2 = d2_out;
+    c.out_counts = counts_out;
+    int few = workers_for(rows > count ? rows : count, workers);
+    if (!grid_make(&c, max_distance, h, workers, few) || !grid_ready(&c, h, workers) ||
+        !heap_array_reserve(h, &n->point_keys, count + 1, 0) ||
+        !heap_array_reserve(h, &n->point_keys_tmp, count + 1, 0) ||
+        !heap_array_reserve(h, &n->point_order, count + 1, 0) ||
+        !heap_array_reserve(h, &n->point_order_tmp, count + 1, 0))
+        return false;
+    /* the points sorted by cell: neighbours search near each other, a cell's runs found once */
+    threads_for_ranges(few, count, ID_CHUNK, point_keys_pass, &c);
+    int bits = 1;
+    while (bits < 64 && (n->cells >> bits) != 0) bits++;
+    threads_radix_sort_pairs(few, n->point_keys.data, n->point_order.data, n->point_keys_tmp.data,
+                             n->point_order_tmp.data, count, bits, n->hist);
+    threads_for_ranges(workers, count, CENTRE_CHUNK, points_pass, &c);
     return true;
 }
 
@@ -607,6 +734,10 @@ void neighbourhoods_release(neighbourhoods_state *n, heap *h) {
     heap_array_release(h, &n->batch_ids);
     heap_array_release(h, &n->batch_d2);
     heap_array_release(h, &n->batch_counts);
+    heap_array_release(h, &n->point_keys);
+    heap_array_release(h, &n->point_keys_tmp);
+    heap_array_release(h, &n->point_order);
+    heap_array_release(h, &n->point_order_tmp);
     heap_free(h, n->hist, n->hist_bytes);
     n->hist = NULL;
     n->hist_bytes = 0;

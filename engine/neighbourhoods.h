@@ -40,6 +40,11 @@ typedef struct neighbourhoods_state {
     HEAP_ARRAY(uint32_t) ids;
     HEAP_ARRAY(float) d2;
     HEAP_ARRAY(uint32_t) counts;
+    /* a search from given points (neighbourhoods_points): their cells and indices, sorted */
+    HEAP_ARRAY(uint64_t) point_keys;
+    HEAP_ARRAY(uint64_t) point_keys_tmp;
+    HEAP_ARRAY(uint32_t) point_order;
+    HEAP_ARRAY(uint32_t) point_order_tmp;
     /* the batch the call falls back on (neighbourhoods_make's false with unfit set) */
     HEAP_ARRAY(uint32_t) batch_ids;
     HEAP_ARRAY(float) batch_d2;
@@ -66,6 +71,15 @@ enum { NEIGHBOURHOODS_MOST_CANDIDATES = 512, NEIGHBOURHOODS_MOST_RUNS = 1024 };
  * neighbourhoods_from_batch. */
 bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
                          float max_distance, heap *h, int workers);
+/* For `count` points (at[a][i], a < dims, finite): each one's at most k >= 1 live objects nearest
+ * it within max_distance, ranked as above (broadphase_nearest_within's rows), into ids_out[i * k
+ * ..], d2_out (may be NULL) and counts_out[i], on the same grid. Identical for every worker
+ * count; allocates only to grow. False on out of memory, or with n->unfit set when the grid is no
+ * use (nothing written either way). */
+bool neighbourhoods_points(neighbourhoods_state *n, const store *s, int dims, size_t count,
+                           const float *const at[3], size_t k, float max_distance,
+                           uint32_t *ids_out, float *d2_out, size_t *counts_out, heap *h,
+                           int workers);
 /* For the fallback: room for a nearest batch of k + 1 over the live centres. False on out of
  * memory. */
 bool neighbourhoods_batch_reserve(neighbourhoods_state *n, heap *h);

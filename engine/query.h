@@ -30,7 +30,7 @@ typedef struct broadphase_world broadphase_world;
  * of 1e5 nearest searches, which allocated and freed 2.4 MB a call, met some 560 fresh pages a
  * call, every one zeroed by the kernel. One batch at a time holds it (batch_busy, with atomics);
  * a batch that finds it held, running beside another, makes its own for the call. */
-enum { QUERY_BATCH_SLOTS = 11 };
+enum { QUERY_BATCH_SLOTS = 12 };
 typedef struct query_batch_memory {
     void *at[QUERY_BATCH_SLOTS];
     size_t bytes[QUERY_BATCH_SLOTS];

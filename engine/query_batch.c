@@ -4,6 +4,7 @@
  * query order, so that the output is the same for every thread count. */
 #include "bits.h"
 #include "method.h"
+#include "neighbourhoods.h"
 #include "query_internal.h"
 #include "tree.h"
 #include "world.h"
@@ -66,6 +67,7 @@ typedef struct batch {
     bool group;              /* runs of GROUP queries share a walk (query_group.c) */
     query_batch_memory *mem; /* the working memory: the world's (kept) or the call's own */
     bool kept;
+    bool no_grid; /* a nearest batch goes through the method's structures (near_grid) */
 } batch;
 
 /* ---- working memory ------------------------------------------------------------------------ */
@@ -83,6 +85,7 @@ enum {
     SLOT_BOUNDS,
     SLOT_FIRST, /* the check's chunks: first bad query, and why */
     SLOT_STATUS,
+    SLOT_GRID, /* a nearest batch's grid of centres (a neighbourhoods_state) */
     SLOTS
 };
 _Static_assert((int)SLOTS == (int)QUERY_BATCH_SLOTS, "one slot each");
@@ -113,6 +116,7 @@ static void workers_release(query_batch_memory *m, heap *h) {
 
 void query_batch_memory_release(query_batch_memory *m, heap *h) {
     workers_release(m, h);
+    if (m->at[SLOT_GRID]) neighbourhoods_release(m->at[SLOT_GRID], h);
     for (int i = 0; i < SLOTS; i++) heap_free(h, m->at[i], m->bytes[i]);
     memset(m, 0, sizeof *m);
 }
@@ -602,6 +606,38 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
     return s;
 }
 
+/* A large nearest batch (GRID_SHARE of the objects' count or more, GRID_MIN at least) on a grid
+ * of the objects' centres made for the call, as broadphase_neighbourhoods searches: time in
+ * proportion to the objects and each search's k nearest, not to all within the distance that a
+ * dense crowd's searches meet in the structures' walks (perf/NOTES.md row 241). The same rows:
+ * both are broadphase_nearest_within's. *done false where the grid is no use (a few very wide
+ * objects, a distance large next to the spacing), or the batch small: the structures then. */
+enum { GRID_MIN = 256, GRID_SHARE = 8 };
+
+static broadphase_status near_grid(batch *b, bool *done) {
+    const broadphase_world *w = b->w;
+    *done = false;
+    if (b->kind != BATCH_NEAREST || b->no_grid || b->k == 0 || b->count < GRID_MIN ||
+        b->count * GRID_SHARE < w->store.live_count)
+        return BROADPHASE_OK;
+    heap *h = world_heap(w);
+    neighbourhoods_state *g = b->mem->at[SLOT_GRID];
+    if (!g) {
+        g = memory_get(b->mem, h, SLOT_GRID, sizeof *g);
+        if (!g) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+        memset(g, 0, sizeof *g);
+    }
+    const broadphase_points *pts = b->input;
+    const float *at[3] = {pts->x, pts->y, pts->z};
+    team_apply(&w->team);
+    bool ok = neighbourhoods_points(g, &w->store, w->config.dimensions, b->count, at, b->k,
+                                    b->max_distance, b->near_ids, b->near_d2, b->near_counts, h,
+                                    w->workers);
+    team_release();
+    if (ok) *done = true;
+    return ok || g->unfit ? BROADPHASE_OK : BROADPHASE_ERROR_OUT_OF_MEMORY;
+}
+
 /* A checked batch's whole call: its working memory claimed, the checks, the run (rows: into
  * `elem`-byte elements, `capacity` of them), the memory given back. */
 static broadphase_status batch_go(batch *b, size_t *bad, size_t elem, size_t capacity,
@@ -611,7 +647,9 @@ static broadphase_status batch_go(batch *b, size_t *bad, size_t elem, size_t cap
     broadphase_status s = batch_check(b, bad);
     if (s == BROADPHASE_OK && b->kind == BATCH_NEAREST && b->k == 0)
         for (size_t i = 0; i < b->count; i++) b->near_counts[i] = 0;
-    if (s == BROADPHASE_OK) s = batch_run(b, elem, capacity, total);
+    bool done = false;
+    if (s == BROADPHASE_OK) s = near_grid(b, &done);
+    if (s == BROADPHASE_OK && !done) s = batch_run(b, elem, capacity, total);
     batch_give_back(b);
     return s;
 }
@@ -729,5 +767,15 @@ broadphase_status query_nearest_many_held(const broadphase_world *w, size_t coun
                                           float max_distance, uint32_t *ids_out, float *dist2_out,
                                           size_t *counts_out) {
     size_t bad = SIZE_MAX;
-    return nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad);
+    batch b = {.w = w,
+               .kind = BATCH_NEAREST,
+               .input = points,
+               .count = count,
+               .k = k,
+               .max_distance = max_distance,
+               .near_ids = ids_out,
+               .near_d2 = dist2_out,
+               .near_counts = counts_out,
+               .no_grid = true}; /* (the neighbourhoods' grid was no use for these objects) */
+    return batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
 }

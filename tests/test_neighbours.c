@@ -814,6 +814,117 @@ TEST(neighbourhoods_rare_search_paths) {
     }
 }
 
+/* Batched nearest searches large enough for the grid of centres (query_batch.c, near_grid):
+ * every row equals the single search from its point, on the same scene kinds as above, for points
+ * at the objects' centres, anywhere within their bounds, outside them and far away, and the same
+ * point twice; distances from 0 to infinity, k from 1 past the ranking's 64, both trees, 1 and 3
+ * threads, the same bytes for both. */
+TEST(nearest_batches_on_the_grid_equal_single_searches) {
+    static const scene_kind kinds[] = {SCENE_SHAPES,    SCENE_SHAPES2D, SCENE_CLUSTERED,
+                                       SCENE_IDENTICAL, SCENE_FLAT,     SCENE_HUGE,
+                                       SCENE_TINY,      SCENE_MIXED,    SCENE_PLANE2D};
+    static const float distances[] = {0.0f, 3.0f, 12.0f, INFINITY};
+    static const size_t ks[] = {1, 10, 70};
+    size_t n = 700, q = 900;
+    float *px = malloc(q * sizeof *px), *py = malloc(q * sizeof *py), *pz = malloc(q * sizeof *pz);
+    uint32_t *ids = malloc(n * sizeof *ids), *got_ids = malloc(q * 70 * sizeof *got_ids);
+    uint32_t *first_ids = malloc(q * 70 * sizeof *first_ids);
+    float *got_d2 = malloc(q * 70 * sizeof *got_d2), *first_d2 = malloc(q * 70 * sizeof *first_d2);
+    size_t *counts = malloc(q * sizeof *counts), *first_counts = malloc(q * sizeof *first_counts);
+    REQUIRE(px && py && pz && ids && got_ids && first_ids && got_d2 && first_d2 && counts &&
+            first_counts);
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        scene sc;
+        REQUIRE(scene_make(&sc, kinds[ki], n, 31 + ki));
+        for (size_t di = 0; di < sizeof distances / sizeof distances[0]; di++) {
+            for (size_t kk = 0; kk < sizeof ks / sizeof ks[0]; kk++) {
+                size_t k = ks[kk];
+                float distance = distances[di];
+                for (int run = 0; run < 2; run++) { /* kd-tree on 1 thread, octree on 3 */
+                    TEST_CONTEXT("scene %zu distance %g k %zu run %d", ki, (double)distance, k,
+                                 run);
+                    mirror m = {.dims = sc.dimensions};
+                    broadphase_world *w = make_world(sc.dimensions, method_at(run == 0 ? 1 : 2),
+                                                     BROADPHASE_UPDATE_AUTO, run == 0 ? 1 : 3);
+                    REQUIRE(w);
+                    add_scene_mirrored(&sc, w, ids, &m);
+                    float lo[3], hi[3];
+                    mirror_extent(&m, lo, hi);
+                    uint64_t rng = 5 + ki;
+                    for (size_t i = 0; i < q; i++) {
+                        float *p[3] = {&px[i], &py[i], &pz[i]};
+                        for (int a = 0; a < 3; a++) {
+                            float span = hi[a] - lo[a];
+                            float u = scene_uniform(&rng);
+                            if (i < n) /* the objects' centres */
+                                *p[a] =
+                                    m.sphere[i]
+                                        ? m.c[i][a]
+                                        : (float)(((double)m.lo[i][a] + (double)m.hi[i][a]) * 0.5);
+                            else if (i < n + 100) /* within the bounds */
+                                *p[a] = lo[a] + u * span;
+                            else if (i < n + 190) /* outside them */
+                                *p[a] = lo[a] + (3.0f * u - 1.0f) * (span + 1.0f);
+                            else if (i < q - 1) /* far away */
+                                *p[a] = (u < 0.5f ? -1.0f : 1.0f) * 1e30f;
+                            else /* the first point again */
+                                *p[a] = *(a == 0 ? px : a == 1 ? py : pz);
+                            if (a >= sc.dimensions) *p[a] = 0.0f;
+                        }
+                    }
+                    broadphase_points pts = {px, py, sc.dimensions == 3 ? pz : NULL};
+                    size_t bad = 0;
+                    CHECK_EQ_INT(broadphase_nearest_many_within(w, q, &pts, k, distance, got_ids,
+                                                                got_d2, counts, &bad),
+                                 BROADPHASE_OK);
+                    CHECK_EQ_INT(bad, SIZE_MAX);
+                    size_t wrong = SIZE_MAX;
+                    for (size_t i = 0; i < q && wrong == SIZE_MAX; i++) {
+                        float c[3] = {px[i], py[i], pz[i]};
+                        uint32_t want_ids[80];
+                        float want_d2[80];
+                        size_t want = 0;
+                        CHECK_EQ_INT(
+                            broadphase_nearest_within(w, c, k, distance, want_ids, want_d2, &want),
+                            BROADPHASE_OK);
+                        if (counts[i] != want ||
+                            memcmp(got_ids + i * k, want_ids, want * sizeof *want_ids) != 0 ||
+                            memcmp(got_d2 + i * k, want_d2, want * sizeof *want_d2) != 0)
+                            wrong = i;
+                    }
+                    CHECK_EQ_INT(wrong, SIZE_MAX);
+                    if (run == 0) {
+                        memcpy(first_counts, counts, q * sizeof *counts);
+                        memcpy(first_ids, got_ids, q * k * sizeof *got_ids);
+                        memcpy(first_d2, got_d2, q * k * sizeof *got_d2);
+                    } else {
+                        bool same = memcmp(first_counts, counts, q * sizeof *counts) == 0;
+                        for (size_t i = 0; i < q && same; i++)
+                            same = memcmp(first_ids + i * k, got_ids + i * k,
+                                          counts[i] * sizeof *got_ids) == 0 &&
+                                   memcmp(first_d2 + i * k, got_d2 + i * k,
+                                          counts[i] * sizeof *got_d2) == 0;
+                        CHECK(same);
+                    }
+                    broadphase_destroy(w);
+                    mirror_free(&m);
+                }
+            }
+        }
+        scene_free(&sc);
+    }
+    free(px);
+    free(py);
+    free(pz);
+    free(ids);
+    free(got_ids);
+    free(first_ids);
+    free(got_d2);
+    free(first_d2);
+    free(counts);
+    free(first_counts);
+}
+
 /* A walking crowd asking for its neighbourhoods every frame (the grid's route, and the dense
  * one where more than the ranking's 64 are within the distance) allocates nothing once the
  * buffers have grown: from frame 110, when either crowd has crossed its middle once (a disc of

@@ -606,7 +606,11 @@ BROADPHASE_API broadphase_status broadphase_nearest_many(const broadphase_world 
                                                          uint32_t *ids_out, float *dist2_out,
                                                          size_t *counts_out, size_t *bad_index_out);
 /* broadphase_nearest_within for every point, with one max_distance for all (a bad max_distance is
- * the call's error: bad_index SIZE_MAX). */
+ * the call's error: bad_index SIZE_MAX). A large batch of either call (256 points or more, and an
+ * eighth of the objects' count or more) is searched on a grid of the objects' centres made for
+ * the call, as broadphase_neighbourhoods searches: the same rows, in time in proportion to the
+ * objects and each point's k nearest, however many a dense crowd holds within the distance;
+ * where the grid is no use (a few very wide objects), through the method's structures. */
 BROADPHASE_API broadphase_status broadphase_nearest_many_within(
     const broadphase_world *w, size_t count, const broadphase_points *points, size_t k,
     float max_distance, uint32_t *ids_out, float *dist2_out, size_t *counts_out,
