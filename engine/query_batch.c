@@ -723,11 +723,12 @@ broadphase_status broadphase_nearest_many(const broadphase_world *w, size_t coun
                                           counts_out, bad_index_out);
 }
 
-/* A nearest batch whose arguments were checked: the queries checked and run. */
+/* A nearest batch whose arguments were checked: the queries checked and run (on the grid of
+ * centres where it serves, unless `grid` is false). */
 static broadphase_status nearest_batch(const broadphase_world *w, size_t count,
                                        const broadphase_points *points, size_t k,
                                        float max_distance, uint32_t *ids_out, float *dist2_out,
-                                       size_t *counts_out, size_t *bad) {
+                                       size_t *counts_out, size_t *bad, bool grid) {
     batch b = {.w = w,
                .kind = BATCH_NEAREST,
                .input = points,
@@ -736,7 +737,8 @@ static broadphase_status nearest_batch(const broadphase_world *w, size_t count,
                .max_distance = max_distance,
                .near_ids = ids_out,
                .near_d2 = dist2_out,
-               .near_counts = counts_out};
+               .near_counts = counts_out,
+               .no_grid = !grid};
     return batch_go(&b, bad, sizeof(uint32_t), 0, NULL);
 }
 
@@ -756,7 +758,8 @@ broadphase_status broadphase_nearest_many_within(const broadphase_world *w, size
         /* the call's own argument: no query is named */
         s = isnan(max_distance) ? BROADPHASE_ERROR_NONFINITE : BROADPHASE_ERROR_NEGATIVE_RADIUS;
     } else {
-        s = nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad);
+        s = nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad,
+                          true);
     }
     if (bad_index_out) *bad_index_out = bad;
     return s;
@@ -767,15 +770,7 @@ broadphase_status query_nearest_many_held(const broadphase_world *w, size_t coun
                                           float max_distance, uint32_t *ids_out, float *dist2_out,
                                           size_t *counts_out) {
     size_t bad = SIZE_MAX;
-    batch b = {.w = w,
-               .kind = BATCH_NEAREST,
-               .input = points,
-               .count = count,
-               .k = k,
-               .max_distance = max_distance,
-               .near_ids = ids_out,
-               .near_d2 = dist2_out,
-               .near_counts = counts_out,
-               .no_grid = true}; /* (the neighbourhoods' grid was no use for these objects) */
-    return batch_go(&b, &bad, sizeof(uint32_t), 0, NULL);
+    /* (the neighbourhoods' grid was no use for these objects) */
+    return nearest_batch(w, count, points, k, max_distance, ids_out, dist2_out, counts_out, &bad,
+                         false);
 }
