@@ -187,10 +187,8 @@ static void partition(kd_record *rec, kd_record *scratch, uint32_t begin, uint32
         uintptr_t is_left = r.max[axis] < plane;
         uintptr_t is_right = r.min[axis] > plane;
         uintptr_t is_own = 1 - is_left - is_right;
-        uintptr_t to = ((uintptr_t)&rec[own] & (0 - is_own)) |
-                       ((uintptr_t)&scratch[left] & (0 - is_left)) |
-                       ((uintptr_t)&scratch[right - 1] & (0 - is_right));
-        *(kd_record *)to = r;
+        kd_record *dst[3] = {&rec[own], &scratch[left], &scratch[right - 1]};
+        *dst[is_left + 2 * is_right] = r;
         own += (uint32_t)is_own;
         left += (uint32_t)is_left;
         right -= (uint32_t)is_right;
@@ -384,9 +382,8 @@ static void top_scatter(size_t chunk, int worker, void *p) {
         uintptr_t is_left = r.max[c->axis] < c->plane;
         uintptr_t is_right = r.min[c->axis] > c->plane;
         uintptr_t is_own = 1 - is_left - is_right;
-        uintptr_t at = ((uintptr_t)own & (0 - is_own)) | ((uintptr_t)left & (0 - is_left)) |
-                       ((uintptr_t)(right - 1) & (0 - is_right));
-        *(kd_record *)at = r;
+        kd_record *dst[3] = {own, left, right - 1};
+        *dst[is_left + 2 * is_right] = r;
         own += is_own;
         left += is_left;
         right -= is_right;

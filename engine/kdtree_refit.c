@@ -372,7 +372,9 @@ void kd_refit_prepare(broadphase_world *w, kdtree *t) {
         threads_chunk_count(t->slots.count, kd_slot_chunk_size(t->slots.count, w->workers));
     /* (the objects the build took in are not new to it) */
     if (!refit_reserve(w, t, chunks, 0)) return;
-    tree_slots_ready(w, &t->slots, 1 - t->slots.cur, 0);
+    /* (The other slot buffer is not readied here: the build used it as scratch, so its pages
+     * are touched, and the first relayout writes the sentinels past what it lays out. Readying
+     * it here wrote all of it again at every build, 28 MB at 1e6 objects.) */
     /* What the first refit writes, once for arrays of a size: every slot's destination, the
      * movers (usually far fewer than an eighth in a step) and their grouping. */
     if (t->touched_capacity == t->dest_capacity) return;

@@ -37,7 +37,14 @@ ctest --test-dir "$root/portable" -j "$jobs" --output-on-failure
 echo "== address + undefined sanitizers (clang, deep validation) =="
 CC=clang CXX=clang++ configure_and_build asan -DBROADPHASE_SANITIZE=address \
     -DBROADPHASE_DEEP_VALIDATE=ON -DBROADPHASE_BENCHMARKS=OFF
-ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+# intercept_tls_get_addr=0: the leak check's tracer otherwise now and then takes a dynamic TLS
+# block for an old glibc's layout, scans a bogus range and dies at exit ("Tracer caught signal
+# 11", "LeakSanitizer has encountered a fatal error") after the test passed: 4 runs in 4 of
+# test_neighbours' crowd at 1e5 here, and 1 in 2 on the code before this session's
+# (google/sanitizers#1322, clang 14 and glibc 2.36). Leaks are still found (heap, stacks, static
+# TLS); libomp's own are suppressed.
+asan_options=detect_leaks=1:intercept_tls_get_addr=0
+ASAN_OPTIONS=$asan_options LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
     UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/asan" -j "$jobs" --output-on-failure
 # What the out-of-memory injection survived (test_faults prints it; ctest keeps it in its log).
@@ -51,7 +58,7 @@ CC=clang CXX=clang++ cmake -S . -B "$root/fuzz" -DBROADPHASE_WERROR=ON -DBROADPH
     -DBROADPHASE_FUZZ=ON -DBROADPHASE_BENCHMARKS=OFF -DBROADPHASE_PEERS=OFF >/dev/null
 cmake --build "$root/fuzz" -j "$jobs" --target fuzz_calls
 mkdir -p "$root/fuzz/corpus"
-ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+ASAN_OPTIONS=$asan_options LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
     "$root/fuzz/fuzz_calls" -max_total_time="${FUZZ_SECONDS:-90}" -timeout=20 -rss_limit_mb=4096 \
     -artifact_prefix="$root/fuzz/" -print_final_stats=1 \
     "$root/fuzz/corpus" tests/fuzz/corpus 2>&1 | tail -n 25
