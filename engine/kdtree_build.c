@@ -1,6 +1,8 @@
-/* The kd-tree's rebuild: the live objects gathered as records, partitioned from the root down in
- * parallel tasks (each node split at the midpoint of its objects' centres), laid out in tree order
- * and numbered in preorder; and the measure of the cost figure and statistics after each update. */
+/* The kd-tree's rebuild: the live objects gathered as records, partitioned from the root down
+ * (each node split at the midpoint of its objects' centres; the top nodes each on all the
+ * workers, in chunks, the rest as parallel tasks; no branch on a record's side), laid out in tree
+ * order and numbered in preorder; and the measure of the cost figure and statistics after each
+ * update. */
 #include "kdtree_internal.h"
 
 #include "parallel.h"

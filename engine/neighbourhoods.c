@@ -15,7 +15,10 @@
  * D = sqrt(nextafterf(F)); it stops only when (D + widest) (1 + 1e-4) <= r size, which by the
  * same rule puts all of those within r cells (search_pass). Sizes: (R + widest) (1 + 1e-4) /
  * REACH, so that r_max is REACH; or smaller, from the centres' density, where R is large next
- * to their spacing (set_grid, first_size). */
+ * to their spacing (set_grid, first_size). A search from a given point p (neighbourhoods_points)
+ * is the same, with p's cell clamped to the grid along each axis where p lies outside it: the
+ * clamped cell lies between p's and every object's, so it is no more cells from any object than
+ * p is, and the reaches above hold for it (cell_along). */
 #include "neighbourhoods.h"
 
 #include "nearest_list.h"

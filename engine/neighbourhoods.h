@@ -1,5 +1,6 @@
 /* Neighbourhoods: every object's k nearest other objects within a distance of its centre (for
- * broadphase_neighbourhoods), found on a uniform grid of the objects' centres made for the call.
+ * broadphase_neighbourhoods), or the k nearest objects of given points (for large nearest
+ * batches, query_batch.c), found on a uniform grid of the objects' centres made for the call.
  * It takes the store, a heap and the worker count, not the world.
  *
  * The objects are sorted by the cell of their centre, so that a row of cells along x is one run
@@ -27,14 +28,16 @@ typedef struct neighbourhoods_state {
     HEAP_ARRAY(uint64_t) keys_tmp;
     HEAP_ARRAY(uint32_t) order;
     HEAP_ARRAY(uint32_t) order_tmp;
-    HEAP_ARRAY(float) cols;       /* the boxes by position: six columns of stride live + SIMD_PAD */
-    HEAP_ARRAY(float) centre;     /* the centres by position: three columns of stride live + 1 */
-    HEAP_ARRAY(uint32_t) round;   /* by position: 1 for a sphere */
-    HEAP_ARRAY(uint32_t) start;   /* by cell: its first position (cells + 1) */
-    HEAP_ARRAY(double) partial;   /* by worker: the bounds pass's and the runs pass's figures */
-    HEAP_ARRAY(uint32_t) hits;    /* by worker: a centre's filter hits */
-    HEAP_ARRAY(uint32_t) runs;    /* by worker: a centre's runs (two positions each) */
-    HEAP_ARRAY(uint32_t) best_id; /* by worker: k + 1 (the ranking's and the slow path's) */
+    HEAP_ARRAY(float) cols;     /* the boxes by position: six columns of stride live + SIMD_PAD */
+    HEAP_ARRAY(float) centre;   /* the centres by position: three columns of stride live + 1 */
+    HEAP_ARRAY(uint32_t) round; /* by position: 1 for a sphere */
+    HEAP_ARRAY(uint32_t) start; /* by cell: its first position (cells + 1) */
+    HEAP_ARRAY(double) partial; /* by worker: the bounds pass's and the runs pass's figures */
+    HEAP_ARRAY(uint32_t) hits;  /* by worker: a centre's filter hits */
+    HEAP_ARRAY(uint32_t) runs;  /* by worker: a centre's runs (two positions each) */
+    HEAP_ARRAY(uint32_t)
+    best_id; /* by worker: what a search ranks, k + 1 from a centre and k
+              * from a point (the ranking's and the slow path's) */
     HEAP_ARRAY(float) best_d2;
     /* the rows: object i's neighbours are ids[i * k .. i * k + counts[i]) */
     HEAP_ARRAY(uint32_t) ids;
@@ -65,9 +68,9 @@ enum { NEIGHBOURHOODS_MOST_CANDIDATES = 512, NEIGHBOURHOODS_MOST_RUNS = 1024 };
  * its centre (a sphere's centre; a box's midpoint, computed in double and rounded to float) whose
  * distance from it (query_math.h: qm_box_dist2, qm_sphere_dist2) is at most max_distance, ranked
  * by (that squared distance rounded to float, id); empty rows for free ids. max_distance is
- * finite and >= 0, k >= 1. Identical for every worker count; allocates only to grow. False on out
- * of memory, or with n->unfit set when the grid is no use: then the sorted centres stand in the
- * centre columns (live of them, neighbourhoods_points) and the caller finishes with
+ * >= 0 (infinite: the k nearest), k >= 1. Identical for every worker count; allocates only to
+ * grow. False on out of memory, or with n->unfit set when the grid is no use: then the sorted
+ * centres stand in the centre columns (live of them) and the caller finishes with
  * neighbourhoods_from_batch. */
 bool neighbourhoods_make(neighbourhoods_state *n, const store *s, int dims, size_t k,
                          float max_distance, heap *h, int workers);

@@ -36,7 +36,8 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
  * the caller is about to write) takes the sentinels, in parallel; nothing once it is ready. A
  * fresh buffer is touched here, page by page, for the first time: a build readies only the
  * buffer it writes, and the other waits for the first relayout (moving 1e6: 32 MB that the
- * first frame no longer writes; perf/NOTES.md). */
+ * first frame no longer writes; perf/NOTES.md); the kd-tree's build touches the other as its
+ * scratch (tree_slots_scratch). */
 void tree_slots_ready(broadphase_world *w, tree_slots *s, int b, size_t written);
 /* Buffer b's block as scratch for a build, until the slots are written: what it held is given up
  * (the buffer is neither ready nor warm after). Its size in bytes into *bytes. */

@@ -5,7 +5,9 @@
  * reference, and the nearest search with a greatest distance by hand (its random cases are in
  * query_oracle.h, run over every method and scene by test_methods and test_query). */
 #include "crowd.h"
+#include "neighbourhoods.h"
 #include "overlap.h"
+#include "world.h"
 #include "query_oracle.h"
 
 #include <float.h>
@@ -436,10 +438,11 @@ static size_t nearest_batch_differences(broadphase_world *w, size_t n, const bro
 
 /* Ties: points on a lattice (each twice, once as a point and once as a box that holds it,
  * flat on x; so that many distances tie, some at 0) and a batch of
- * searches at the lattice points and between them, large enough to run in groups (query_group.c
- * ranks a group's distances its own way): every search's k nearest within the distance equal a
- * single search's, in ascending (distance, id) order; and balls of radius 1 there, whose
- * lattice neighbours lie on the boundary, find what single balls find. */
+ * searches at the lattice points and between them, on the grid of centres and (with the world
+ * padded far off) in groups (query_group.c ranks a group's distances its own way): every
+ * search's k nearest within the distance equal a single search's, in ascending (distance, id)
+ * order; and balls of radius 1 there, whose lattice neighbours lie on the boundary, find what
+ * single balls find. */
 TEST(batched_nearest_within_ties_equal_single_searches) {
     for (int dims = 2; dims <= 3; dims++) {
         for (size_t mi = 0; mi < 3; mi++) {
@@ -490,8 +493,33 @@ TEST(batched_nearest_within_ties_equal_single_searches) {
                             dims == 3 ? (float)(side / 2) : 0};
             CHECK_EQ_INT(broadphase_query_sphere(w, mid, far, many, 512, &ns), BROADPHASE_OK);
             CHECK(ns > 64);
+            /* this batch is as large as the world: on the grid of centres (query_batch.c) */
             CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, 1.5f), 0);
             CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, far), 0);
+            /* and through the structures' groups: the world more than 8 times the batch (the
+             * grid's share), the others far off on z (in 2D too), nearer none of the searches */
+            {
+                size_t pad = 8 * n + 1;
+                float *q[6];
+                for (int j = 0; j < 6; j++) q[j] = malloc(pad * sizeof(float));
+                REQUIRE(q[0] && q[1] && q[2] && q[3] && q[4] && q[5]);
+                for (size_t i = 0; i < pad; i++) {
+                    q[0][i] = q[3][i] = 1e6f + (float)(i % 1000);
+                    q[1][i] = q[4][i] = 1e6f + (float)(i / 1000);
+                    q[2][i] = q[5][i] = dims == 3 ? 1e6f : 0.0f;
+                }
+                broadphase_boxes padding = {q[0], q[1], q[2], q[3], q[4], q[5]};
+                uint32_t *pad_ids = malloc(pad * sizeof *pad_ids);
+                REQUIRE(pad_ids);
+                CHECK_EQ_INT(broadphase_add_boxes(w, pad, &padding, pad_ids), BROADPHASE_OK);
+                step_ok(w);
+                CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, 1.5f), 0);
+                CHECK_EQ_INT(nearest_batch_differences(w, n, &pts, far), 0);
+                CHECK_EQ_INT(broadphase_remove(w, pad, pad_ids), BROADPHASE_OK);
+                step_ok(w);
+                free(pad_ids);
+                for (int j = 0; j < 6; j++) free(q[j]);
+            }
             /* balls of radius 1 at the same points: the lattice neighbours lie on the boundary,
              * which the closed test takes */
             float *radius = malloc(n * sizeof *radius);
@@ -825,14 +853,17 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
                                        SCENE_TINY,      SCENE_MIXED,    SCENE_PLANE2D};
     static const float distances[] = {0.0f, 3.0f, 12.0f, INFINITY};
     static const size_t ks[] = {1, 10, 70};
-    size_t n = 700, q = 900;
+    size_t n = 700, q = 900, served = 0, batches = 0;
     float *px = malloc(q * sizeof *px), *py = malloc(q * sizeof *py), *pz = malloc(q * sizeof *pz);
     uint32_t *ids = malloc(n * sizeof *ids), *got_ids = malloc(q * 70 * sizeof *got_ids);
     uint32_t *first_ids = malloc(q * 70 * sizeof *first_ids);
     float *got_d2 = malloc(q * 70 * sizeof *got_d2), *first_d2 = malloc(q * 70 * sizeof *first_d2);
     size_t *counts = malloc(q * sizeof *counts), *first_counts = malloc(q * sizeof *first_counts);
+    uint32_t *grid_ids = malloc(q * 70 * sizeof *grid_ids);
+    float *grid_d2 = malloc(q * 70 * sizeof *grid_d2);
+    size_t *grid_counts = malloc(q * sizeof *grid_counts);
     REQUIRE(px && py && pz && ids && got_ids && first_ids && got_d2 && first_d2 && counts &&
-            first_counts);
+            first_counts && grid_ids && grid_d2 && grid_counts);
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
         scene sc;
         REQUIRE(scene_make(&sc, kinds[ki], n, 31 + ki));
@@ -874,6 +905,7 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
                     }
                     broadphase_points pts = {px, py, sc.dimensions == 3 ? pz : NULL};
                     size_t bad = 0;
+                    batches++;
                     CHECK_EQ_INT(broadphase_nearest_many_within(w, q, &pts, k, distance, got_ids,
                                                                 got_d2, counts, &bad),
                                  BROADPHASE_OK);
@@ -893,6 +925,26 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
                             wrong = i;
                     }
                     CHECK_EQ_INT(wrong, SIZE_MAX);
+                    /* the grid itself, called as the batch calls it: whether it served (else the
+                     * batch went through the structures), and the same rows when it did */
+                    neighbourhoods_state g;
+                    memset(&g, 0, sizeof g);
+                    const float *at[3] = {px, py, pz};
+                    if (neighbourhoods_points(&g, &w->store, sc.dimensions, q, at, k, distance,
+                                              grid_ids, grid_d2, grid_counts, &w->heap,
+                                              w->workers)) {
+                        served++;
+                        bool same = memcmp(grid_counts, counts, q * sizeof *counts) == 0;
+                        for (size_t i = 0; i < q && same; i++)
+                            same = memcmp(grid_ids + i * k, got_ids + i * k,
+                                          counts[i] * sizeof *got_ids) == 0 &&
+                                   memcmp(grid_d2 + i * k, got_d2 + i * k,
+                                          counts[i] * sizeof *got_d2) == 0;
+                        CHECK(same);
+                    } else {
+                        CHECK(g.unfit);
+                    }
+                    neighbourhoods_release(&g, &w->heap);
                     if (run == 0) {
                         memcpy(first_counts, counts, q * sizeof *counts);
                         memcpy(first_ids, got_ids, q * k * sizeof *got_ids);
@@ -913,6 +965,13 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
         }
         scene_free(&sc);
     }
+    /* most of them on the grid: where it is no use (the huge scene's wide objects, flat ones in
+     * 3D with a large distance) the structures answered */
+    printf("  the grid served %zu batches of %zu\n", served, batches);
+    CHECK(served * 4 >= batches * 3);
+    free(grid_ids);
+    free(grid_d2);
+    free(grid_counts);
     free(px);
     free(py);
     free(pz);

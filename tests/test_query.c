@@ -377,8 +377,10 @@ TEST(concurrent_queries) {
  * a fresh world, both trees and brute force, 1 and 2 threads. */
 TEST(batches_far_from_every_object) {
     scene sc;
-    REQUIRE(scene_make(&sc, SCENE_SHAPES, 500, 41));
-    uint32_t *ids = malloc(500 * sizeof *ids);
+    /* more than 8 objects a query: the nearest batch too goes through the structures' groups,
+     * not the grid of centres (query_batch.c, near_grid) */
+    REQUIRE(scene_make(&sc, SCENE_SHAPES, 8500, 41));
+    uint32_t *ids = malloc(8500 * sizeof *ids);
     enum { Q = 1024 }; /* a batch this large goes in Morton order, in groups */
     float *col = malloc(7 * Q * sizeof *col);
     REQUIRE(col);
