@@ -842,6 +842,18 @@ TEST(neighbourhoods_rare_search_paths) {
     }
 }
 
+/* Whether two sets of q nearest rows (k entries a row) hold the same bytes. */
+static bool same_rows(size_t q, size_t k, const size_t *a_counts, const uint32_t *a_ids,
+                      const float *a_d2, const size_t *b_counts, const uint32_t *b_ids,
+                      const float *b_d2) {
+    if (memcmp(a_counts, b_counts, q * sizeof *a_counts) != 0) return false;
+    for (size_t i = 0; i < q; i++)
+        if (memcmp(a_ids + i * k, b_ids + i * k, a_counts[i] * sizeof *a_ids) != 0 ||
+            memcmp(a_d2 + i * k, b_d2 + i * k, a_counts[i] * sizeof *a_d2) != 0)
+            return false;
+    return true;
+}
+
 /* Batched nearest searches large enough for the grid of centres (query_batch.c, near_grid):
  * every row equals the single search from its point, on the same scene kinds as above, for points
  * at the objects' centres, anywhere within their bounds, outside them and far away, and the same
@@ -934,13 +946,8 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
                                               grid_ids, grid_d2, grid_counts, &w->heap,
                                               w->workers)) {
                         served++;
-                        bool same = memcmp(grid_counts, counts, q * sizeof *counts) == 0;
-                        for (size_t i = 0; i < q && same; i++)
-                            same = memcmp(grid_ids + i * k, got_ids + i * k,
-                                          counts[i] * sizeof *got_ids) == 0 &&
-                                   memcmp(grid_d2 + i * k, got_d2 + i * k,
-                                          counts[i] * sizeof *got_d2) == 0;
-                        CHECK(same);
+                        CHECK(same_rows(q, k, grid_counts, grid_ids, grid_d2, counts, got_ids,
+                                        got_d2));
                     } else {
                         CHECK(g.unfit);
                     }
@@ -950,13 +957,8 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
                         memcpy(first_ids, got_ids, q * k * sizeof *got_ids);
                         memcpy(first_d2, got_d2, q * k * sizeof *got_d2);
                     } else {
-                        bool same = memcmp(first_counts, counts, q * sizeof *counts) == 0;
-                        for (size_t i = 0; i < q && same; i++)
-                            same = memcmp(first_ids + i * k, got_ids + i * k,
-                                          counts[i] * sizeof *got_ids) == 0 &&
-                                   memcmp(first_d2 + i * k, got_d2 + i * k,
-                                          counts[i] * sizeof *got_d2) == 0;
-                        CHECK(same);
+                        CHECK(same_rows(q, k, first_counts, first_ids, first_d2, counts, got_ids,
+                                        got_d2));
                     }
                     broadphase_destroy(w);
                     mirror_free(&m);
