@@ -342,36 +342,50 @@ size_t SIMD_WIDE(simd_point_nearest_rank)(const float p[3], double max_d2, const
     return rank_wide(dk, ik, h, kept, k, out_d2, out_id);
 }
 
+/* Hit i's keys before lane j's: d_i < d_j, or d_i == d_j and id_i < id_j (all ones when so). */
+SIMD_INLINE simde__m256i rank_before(simde__m256i xd, simde__m256i xi, simde__m256i d,
+                                     simde__m256i e) {
+    return simde_mm256_or_si256(
+        simde_mm256_cmpgt_epi32(xd, d),
+        simde_mm256_and_si256(simde_mm256_cmpeq_epi32(xd, d), simde_mm256_cmpgt_epi32(xi, e)));
+}
+
 /* The first min(kept, k) of h keyed hits by rank (dk, ik: SIMD_RANK_MAX + 8 entries, 32-byte
  * aligned; the lanes past h are set here to INT32_MAX in both, after every hit). Each hit's rank
- * is counted against all of them eight lanes at a time: one hit's keys broadcast against eight
- * others' at once, so that no lane sum is needed. (32-bit lanes: without AVX2, SIMDe emulates
- * the 64-bit compares.) */
+ * is counted against all of them eight lanes at a time: two blocks of eight hits held in
+ * registers while every hit's keys are broadcast against them, so that no lane sum is needed and
+ * nothing but the broadcasts touches memory. (32-bit lanes: without AVX2, SIMDe emulates the
+ * 64-bit compares.) */
 static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
                         uint32_t *out_id) {
     _Alignas(32) int32_t rank[SIMD_RANK_MAX + 8];
     size_t pos[SIMD_RANK_MAX + 1];
     size_t blocks = (h + 7) / 8;
     for (size_t j = h; j < blocks * 8; j++) dk[j] = ik[j] = INT32_MAX;
-    simde__m256i r[SIMD_RANK_MAX / 8], xd[SIMD_RANK_MAX / 8], xi[SIMD_RANK_MAX / 8];
-    for (size_t b = 0; b < blocks; b++) {
-        r[b] = simde_mm256_setzero_si256();
-        xd[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(dk + 8 * b));
-        xi[b] = simde_mm256_load_si256((const simde__m256i *)(const void *)(ik + 8 * b));
-    }
-    for (size_t i = 0; i < h; i++) {
-        simde__m256i d = simde_mm256_set1_epi32(dk[i]), e = simde_mm256_set1_epi32(ik[i]);
-        for (size_t b = 0; b < blocks; b++) {
-            /* hit i before lane j: d_i < d_j, or d_i == d_j and id_i < id_j (all -1 when so) */
-            simde__m256i before =
-                simde_mm256_or_si256(simde_mm256_cmpgt_epi32(xd[b], d),
-                                     simde_mm256_and_si256(simde_mm256_cmpeq_epi32(xd[b], d),
-                                                           simde_mm256_cmpgt_epi32(xi[b], e)));
-            r[b] = simde_mm256_sub_epi32(r[b], before);
+    size_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+        const simde__m256i *pd = (const simde__m256i *)(const void *)(dk + 8 * b);
+        const simde__m256i *pi = (const simde__m256i *)(const void *)(ik + 8 * b);
+        simde__m256i xd0 = simde_mm256_load_si256(pd), xd1 = simde_mm256_load_si256(pd + 1);
+        simde__m256i xi0 = simde_mm256_load_si256(pi), xi1 = simde_mm256_load_si256(pi + 1);
+        simde__m256i r0 = simde_mm256_setzero_si256(), r1 = simde_mm256_setzero_si256();
+        for (size_t i = 0; i < h; i++) {
+            simde__m256i d = simde_mm256_set1_epi32(dk[i]), e = simde_mm256_set1_epi32(ik[i]);
+            r0 = simde_mm256_sub_epi32(r0, rank_before(xd0, xi0, d, e));
+            r1 = simde_mm256_sub_epi32(r1, rank_before(xd1, xi1, d, e));
         }
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r0);
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b + 8), r1);
     }
-    for (size_t b = 0; b < blocks; b++)
-        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r[b]);
+    if (b < blocks) {
+        simde__m256i xd = simde_mm256_load_si256((const simde__m256i *)(const void *)(dk + 8 * b));
+        simde__m256i xi = simde_mm256_load_si256((const simde__m256i *)(const void *)(ik + 8 * b));
+        simde__m256i r = simde_mm256_setzero_si256();
+        for (size_t i = 0; i < h; i++)
+            r = simde_mm256_sub_epi32(r, rank_before(xd, xi, simde_mm256_set1_epi32(dk[i]),
+                                                     simde_mm256_set1_epi32(ik[i])));
+        simde_mm256_store_si256((simde__m256i *)(void *)(rank + 8 * b), r);
+    }
     for (size_t j = 0; j < h; j++) {
         size_t x = (size_t)rank[j];
         pos[x < k ? x : k] = j;
