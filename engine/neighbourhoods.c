@@ -518,6 +518,7 @@ static bool sort_into_cells(make_ctx *c, heap *h, int workers, double fig[3]) {
     neighbourhoods_state *n = c->n;
     size_t rows = n->rows;
     if (!heap_array_reserve(h, &n->start, n->cells + 2, 0)) return false;
+    n->sorts++;
     threads_for_ranges(workers, rows, ID_CHUNK, keys_pass, c);
     int bits = 1;
     while (bits < 64 && (n->cells >> bits) != 0) bits++;
@@ -578,7 +579,9 @@ static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int
     memcpy(c->hi, hi, sizeof hi);
     c->widest = widest;
     c->need = ((double)max_distance + widest) * (1.0 + 1e-4);
-    set_grid(c, first_size(c));
+    double first = first_size(c);
+    double share = n->dense_share > 0.0 && n->dense_share < 1.0 ? n->dense_share : 1.0;
+    set_grid(c, first * share);
 
     c->stride = n->live + SIMD_PAD;
     size_t hist = threads_radix_scratch_size(workers);
@@ -596,12 +599,27 @@ static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int
     if (!sort_into_cells(c, h, few, c->fig)) return false;
     /* A crowd denser in places than on average (most of it in its middle): where the centres'
      * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
-     * searches that start near and go farther only where they must. */
+     * searches that start near and go farther only where they must. The cells' share of the
+     * first size is kept for the next call (a crowd moves little between two), which then sorts
+     * once; where the crowd has thinned out to below half of per_cell, larger cells again (no
+     * larger than the first size). The rows do not depend on the cells. */
     double crowded = c->fig[2] / (double)n->live;
-    if (c->spread > 0 && crowded > 2.0 * per_cell(c) && c->size > 0.0) {
-        set_grid(c, c->size * pow(per_cell(c) / crowded, 1.0 / c->spread));
-        if (!sort_into_cells(c, h, few, c->fig)) return false;
+    if (c->spread > 0 && c->size > 0.0 && crowded > 0.0 &&
+        (crowded > 2.0 * per_cell(c) || (share < 1.0 && crowded < 0.5 * per_cell(c)))) {
+        double size = c->size * pow(per_cell(c) / crowded, 1.0 / c->spread);
+        make_ctx was = *c;
+        uint64_t cells = n->cells;
+        set_grid(c, size < first ? size : first);
+        /* no smaller (no larger) by a twentieth, where the cells' cap holds them: as they were */
+        if (size < was.size ? c->size > 0.95 * was.size : c->size < 1.05 * was.size) {
+            *c = was;
+            n->cells = cells;
+            n->held++;
+        } else if (!sort_into_cells(c, h, few, c->fig)) {
+            return false;
+        }
     }
+    n->dense_share = first > 0.0 && c->size < first ? c->size / first : 1.0;
     return true;
 }
 

@@ -56,6 +56,10 @@ typedef struct neighbourhoods_state {
     size_t hist_bytes;
     size_t rows, k, live;
     uint64_t cells;
+    /* the last grid's cells against the first size that call took (at most 1; 0 before any):
+     * a crowd that was dense a call ago is sorted into cells of that share at once */
+    double dense_share;
+    size_t sorts, held; /* sorts into cells made, and smaller cells not made (held at the cap) */
     bool unfit;
 } neighbourhoods_state;
 

@@ -1013,6 +1013,43 @@ TEST(neighbourhoods_allocate_nothing_in_steady_state) {
     }
 }
 
+/* Through a whole crossing (2,000 agents walking 4 a frame through the disc's middle and out),
+ * 2D and 3D, every agent's row against brute force every frame: the cells of a call made for
+ * the crowd of the call before (once it has crowded), made again smaller or larger where it has
+ * crowded or thinned out since, or held where the cells' cap leaves them as they were. Asserts
+ * that the grid took each of those ways. */
+TEST(neighbourhoods_through_a_crossing) {
+    for (int dims = 2; dims <= 3; dims++) {
+        crowd c;
+        REQUIRE(crowd_make(&c, dims, 2000, 15.0f, 10, 20.0f, 4.0f, 17));
+        crowd_sets want, got;
+        REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k));
+        crowd_runner r;
+        CHECK_EQ_INT(crowd_runner_make(&r, &c, CROWD_HOODS, dims), BROADPHASE_OK);
+        const neighbourhoods_state *n = &r.world->neighbourhoods;
+        size_t remembered = 0, frames = dims == 2 ? 100 : 60;
+        for (size_t f = 0; f < frames; f++) {
+            TEST_CONTEXT("dims %d frame %zu", dims, f);
+            bool crowded = n->dense_share > 0.0 && n->dense_share < 1.0;
+            size_t sorts = n->sorts;
+            CHECK_EQ_INT(crowd_runner_frame(&r, &c, &got), BROADPHASE_OK);
+            remembered += crowded && n->sorts == sorts + 1;
+            crowd_brute(&c, &want, 1);
+            CHECK_EQ_INT(crowd_sets_differ(&want, &got), SIZE_MAX);
+            crowd_advance(&c);
+        }
+        TEST_CONTEXT("dims %d: %zu sorts over %zu frames, %zu in one on remembered cells, %zu held",
+                     dims, n->sorts, frames, remembered, n->held);
+        CHECK(remembered >= frames / 4); /* one sort where there were two */
+        CHECK(n->sorts > frames + 2);    /* cells made again, smaller or larger */
+        CHECK(n->held > 0);
+        crowd_runner_free(&r);
+        crowd_sets_free(&want);
+        crowd_sets_free(&got);
+        crowd_free(&c);
+    }
+}
+
 /* Empty and one-object worlds, k = 0, and bad arguments (the world untouched). */
 TEST(neighbourhoods_edges_and_bad_input) {
     broadphase_world *w = make_world(2, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 2);
