@@ -549,7 +549,8 @@ static bool sort_into_cells(make_ctx *c, heap *h, int workers, double fig[3]) {
 }
 
 /* The grid for the context's want, max_d2, k and store: the objects' bounds, the cells, the
- * objects sorted into them (made again, smaller, where they crowd). False on out of memory. */
+ * objects sorted into them (made again, smaller, where they crowd, or as large as at first where
+ * a crowd of the last call has thinned out). False on out of memory. */
 static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int few) {
     neighbourhoods_state *n = c->n;
     size_t rows = n->rows;
@@ -580,7 +581,9 @@ static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int
     c->widest = widest;
     c->need = ((double)max_distance + widest) * (1.0 + 1e-4);
     double first = first_size(c);
-    double share = n->dense_share > 0.0 && n->dense_share < 1.0 ? n->dense_share : 1.0;
+    /* (a share learnt for another k or distance is not this call's) */
+    bool same = n->dense_want == c->want && n->dense_distance == max_distance;
+    double share = same && n->dense_share > 0.0 && n->dense_share < 1.0 ? n->dense_share : 1.0;
     set_grid(c, first * share);
 
     c->stride = n->live + SIMD_PAD;
@@ -598,20 +601,28 @@ static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int
     if (!heap_grow(h, &n->hist, &n->hist_bytes, hist, 1, 0)) return false; /* the sort's */
     if (!sort_into_cells(c, h, few, c->fig)) return false;
     /* A crowd denser in places than on average (most of it in its middle): where the centres'
-     * cells hold on average (over the centres) more than twice per_cell, smaller cells, and
-     * searches that start near and go farther only where they must. The cells' share of the
-     * first size is kept for the next call (a crowd moves little between two), which then sorts
-     * once; where the crowd has thinned out to below half of per_cell, larger cells again (no
-     * larger than the first size). The rows do not depend on the cells. */
+     * cells hold on average (over the centres, each counting itself) more than twice per_cell,
+     * smaller cells, and searches that start near and go farther only where they must. The
+     * cells' share of the first size is kept for the next call with the same k and distance (a
+     * crowd moves little between two), which then sorts once. Cells of a share that the crowd
+     * has since thinned out of (at the first size its centres' cells would hold no more than
+     * twice per_cell: the others scaled by the cells' volume) go back to the first size. Where the
+     * cells' cap (set_grid) holds them where they were, they stay. The rows do not depend on
+     * the cells. */
     double crowded = c->fig[2] / (double)n->live;
-    if (c->spread > 0 && c->size > 0.0 && crowded > 0.0 &&
-        (crowded > 2.0 * per_cell(c) || (share < 1.0 && crowded < 0.5 * per_cell(c)))) {
-        double size = c->size * pow(per_cell(c) / crowded, 1.0 / c->spread);
+    double at_first = first > 0.0 && share < 1.0
+                          ? 1.0 + (crowded - 1.0) * pow(first / c->size, (double)c->spread)
+                          : crowded;
+    bool shrink = crowded > 2.0 * per_cell(c);
+    bool grow = !shrink && share < 1.0 && at_first <= 2.0 * per_cell(c);
+    if (c->spread > 0 && c->size > 0.0 && (shrink || grow)) {
+        double size = shrink ? c->size * pow(per_cell(c) / crowded, 1.0 / c->spread) : first;
+        if (first > 0.0 && size > first) size = first;
         make_ctx was = *c;
         uint64_t cells = n->cells;
-        set_grid(c, size < first ? size : first);
+        set_grid(c, size);
         /* no smaller (no larger) by a twentieth, where the cells' cap holds them: as they were */
-        if (size < was.size ? c->size > 0.95 * was.size : c->size < 1.05 * was.size) {
+        if (shrink ? c->size > 0.95 * was.size : c->size < 1.05 * was.size) {
             *c = was;
             n->cells = cells;
             n->held++;
@@ -620,6 +631,8 @@ static bool grid_make(make_ctx *c, float max_distance, heap *h, int workers, int
         }
     }
     n->dense_share = first > 0.0 && c->size < first ? c->size / first : 1.0;
+    n->dense_want = c->want;
+    n->dense_distance = max_distance;
     return true;
 }
 

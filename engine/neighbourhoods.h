@@ -56,10 +56,15 @@ typedef struct neighbourhoods_state {
     size_t hist_bytes;
     size_t rows, k, live;
     uint64_t cells;
-    /* the last grid's cells against the first size that call took (at most 1; 0 before any):
-     * a crowd that was dense a call ago is sorted into cells of that share at once */
+    /* the last grid's cells against the first size that call took (at most 1; 0 before any),
+     * for that call's want and distance: a crowd that was dense a call ago is sorted into cells
+     * of that share at once */
     double dense_share;
-    size_t sorts, held; /* sorts into cells made, and smaller cells not made (held at the cap) */
+    size_t dense_want;
+    float dense_distance;
+    /* sorts into cells made, and cells not made again (smaller or larger) where the cells' cap
+     * would hold them where they were */
+    size_t sorts, held;
     bool unfit;
 } neighbourhoods_state;
 

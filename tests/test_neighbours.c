@@ -1014,10 +1014,11 @@ TEST(neighbourhoods_allocate_nothing_in_steady_state) {
 }
 
 /* Through a whole crossing (2,000 agents walking 4 a frame through the disc's middle and out),
- * 2D and 3D, every agent's row against brute force every frame: the cells of a call made for
- * the crowd of the call before (once it has crowded), made again smaller or larger where it has
- * crowded or thinned out since, or held where the cells' cap leaves them as they were. Asserts
- * that the grid took each of those ways. */
+ * 2D and 3D, every agent's row against brute force every frame, 2 threads in 2D and 3 in 3D:
+ * the cells of a call made for the crowd of the call before (once it has crowded), made again
+ * where it has crowded or thinned out since, or held where the cells' cap leaves them as they
+ * were. Asserts that calls sorted once on remembered cells, that cells were made again, and that
+ * some were held. */
 TEST(neighbourhoods_through_a_crossing) {
     for (int dims = 2; dims <= 3; dims++) {
         crowd c;
@@ -1025,7 +1026,7 @@ TEST(neighbourhoods_through_a_crossing) {
         crowd_sets want, got;
         REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k));
         crowd_runner r;
-        CHECK_EQ_INT(crowd_runner_make(&r, &c, CROWD_HOODS, dims), BROADPHASE_OK);
+        CHECK_EQ_INT(crowd_runner_make(&r, &c, CROWD_HOODS, dims == 2 ? 2 : 3), BROADPHASE_OK);
         const neighbourhoods_state *n = &r.world->neighbourhoods;
         size_t remembered = 0, frames = dims == 2 ? 100 : 60;
         for (size_t f = 0; f < frames; f++) {
@@ -1043,6 +1044,28 @@ TEST(neighbourhoods_through_a_crossing) {
         CHECK(remembered >= frames / 4); /* one sort where there were two */
         CHECK(n->sorts > frames + 2);    /* cells made again, smaller or larger */
         CHECK(n->held > 0);
+        /* Nine in ten agents crowded into a twentieth of the disc, then every agent back where it
+         * started: smaller cells, then cells of the first size again, then as they are (2D; in
+         * 3D the cells' cap holds 2,000 agents' cells at the first size, and a 3D crowd spread
+         * evenly holds more than twice per_cell in its centres' cells, each counting itself). */
+        crowd start;
+        REQUIRE(crowd_make(&start, dims, 2000, 15.0f, 10, 20.0f, 4.0f, 17));
+        for (int f = 0; f < 3; f++) {
+            TEST_CONTEXT("dims %d crowded then spread out, call %d (share %g)", dims, f,
+                         n->dense_share);
+            for (int a = 0; a < dims; a++)
+                for (size_t i = 0; i < c.count; i++)
+                    c.pos[a][i] = f == 0 && i % 10 != 0 ? 0.05f * start.pos[a][i] : start.pos[a][i];
+            size_t sorts = n->sorts;
+            CHECK_EQ_INT(crowd_runner_frame(&r, &c, &got), BROADPHASE_OK);
+            if (dims == 2) {
+                CHECK_EQ_INT(n->sorts - sorts, f == 2 ? 1 : 2); /* smaller, larger, as they are */
+                CHECK(f == 0 ? n->dense_share < 1.0 : n->dense_share == 1.0);
+            }
+            crowd_brute(&c, &want, 1);
+            CHECK_EQ_INT(crowd_sets_differ(&want, &got), SIZE_MAX);
+        }
+        crowd_free(&start);
         crowd_runner_free(&r);
         crowd_sets_free(&want);
         crowd_sets_free(&got);
