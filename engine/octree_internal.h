@@ -145,6 +145,7 @@ struct octree {
 
     /* State between steps, and what oc_measure finds for the statistics and the next steps. */
     bool built, escaped, urgent;  /* urgent: some object must change node this step */
+    bool beyond;                  /* a mover that would wait is outside its node's reach region */
     uint32_t untightened;         /* relayouts since the last that tightened the leaves */
     uint32_t window_clock;        /* steps since a window was laid out (octree_refit.c) */
     uint32_t window_next;         /* the pair of windows that comes next */

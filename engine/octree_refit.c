@@ -137,6 +137,13 @@ static inline bool in_hold(const oc_node *n, const float mn[3], const float mx[3
            mx[0] <= n->hold_hi[0] && mx[1] <= n->hold_hi[1] && mx[2] <= n->hold_hi[2];
 }
 
+/* Is the box inside node n's reach region (see FLAT_SLACK)? A mover that waits in its node
+ * outside it would take the flat search away at this step (oc_measure's FLAT_ESCAPE). */
+static inline bool in_reach(const oc_node *n, const float mn[3], const float mx[3]) {
+    return mn[0] >= n->reach_lo[0] && mn[1] >= n->reach_lo[1] && mn[2] >= n->reach_lo[2] &&
+           mx[0] <= n->reach_hi[0] && mx[1] <= n->reach_hi[1] && mx[2] <= n->reach_hi[2];
+}
+
 /* Reads every object's new bounds into its slot and decides the node it belongs in now. */
 static void refit_slots(size_t chunk, int worker, void *p) {
     (void)worker;
@@ -148,7 +155,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     chunk_slots(t, chunk, &begin, &end);
     size_t movers = 0;
     uint32_t nodes = t->node_count;
-    bool escaped = false, urgent = false;
+    bool escaped = false, urgent = false, beyond = false;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
      * and streamed column by column. */
     bool stream = tree_slots_stream(w, &t->slots);
@@ -180,6 +187,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
                 in_hold(&t->nodes[was], mn, mx) && node->parent != NONE &&
                 in_hold(&t->nodes[node->parent], mn, mx)) {
                 movers++;
+                beyond |= !in_reach(node, mn, mx);
                 continue;
             }
             double umin[3], umax[3];
@@ -193,6 +201,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             movers += d != n;
             /* A mover still inside its node's parent's region can wait (see DEFER_SHARE). */
             if (d != n) {
+                beyond |= !in_reach(node, mn, mx);
                 uint32_t up = node->parent;
                 urgent |=
                     up == NONE || !holds(t, t->nodes[up].level, t->nodes[up].cell, umin, umax);
@@ -204,6 +213,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     t->chunk_count[chunk] = movers;
     if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
     if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
+    if (beyond) __atomic_store_n(&t->beyond, true, __ATOMIC_RELAXED);
 }
 
 /* The leaf at node n's level whose cell is n's stepped by step[k] (-1, 0 or 1) along each axis,
@@ -794,7 +804,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
     if (!refit_reserve(w, t, chunks, w->added_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     oc_ctx c = {w, t};
-    t->escaped = t->urgent = false;
+    t->escaped = t->urgent = t->beyond = false;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
     place_added(w, t);
@@ -812,9 +822,11 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
     if (!t->urgent && w->added_count == 0 && pending <= pending_limit(t)) {
-        /* Movers that waited carried a leaf past its reach region at the last step, and the
-         * search left the flat list: lay them out now rather than let the tree search go on. */
-        if ((t->flat_state & FLAT_ESCAPE) || !oc_window_turn(w, t)) light_relayout(w, t, chunks);
+        /* A mover that would wait outside its node's reach region (t->beyond) would take the
+         * flat list away from this step's search, so the movers are laid out now; the same when
+         * one did at the last step (a mover no light relayout can take). */
+        if (t->beyond || (t->flat_state & FLAT_ESCAPE) || !oc_window_turn(w, t))
+            light_relayout(w, t, chunks);
         oc_measure(t, w->workers, true);
         w->stats.refits++;
         return BROADPHASE_OK;

@@ -11,9 +11,12 @@
  *   no other slot moves), and one of the two, when due, has its leaves tightened into the two
  *   windows' leaves. Each pair comes once every WINDOW_ROUND steps, axis by axis, so a window
  *   comes back every few turns;
- * - every LIGHT_ROUND steps, and at once when a leaf's bounds left its reach region, a light
+ * - every LIGHT_ROUND steps, and at once when a mover that would wait lies outside its leaf's
+ *   reach region (the refit sees it before the search, which would lose the flat list), a light
  *   relayout takes the movers no pair took (across unevenly, or between cells that share only
- *   an edge): every slot copied, nothing tightened;
+ *   an edge): every slot copied, nothing tightened. Every 8 steps, it was most of the update's
+ *   periodic cost (1e5: 0.46 ms, against 0.30 for a pair of windows); every 32, the reach
+ *   calls it every 18-20 steps in 3D (NOTES row 263);
  * - neither makes, splits, merges or spares a node, so the leaves, and the flat list, stay. A
  *   full relayout still comes with added or removed objects, an object that must move, or
  *   more waiting movers than oc_refit's pending_limit.
@@ -25,7 +28,7 @@
 enum {
     WINDOW_ROUND = 36,   /* steps in which each pair of windows is laid out once (oc_window_turn) */
     WINDOW_TIGHTEN = 32, /* steps between two tightenings of a window's leaves, at least */
-    LIGHT_ROUND = 8,     /* steps between two light relayouts (oc_window_turn) */
+    LIGHT_ROUND = 32,    /* steps between two light relayouts at most (oc_window_turn) */
     WINDOW_LEVEL = 1,    /* the windows are the subtrees at this level */
     WINDOWS_MOST = 8,    /* windows at most (the cells of WINDOW_LEVEL) */
     WINDOW_CHUNKS = 256  /* chunks of a pair of windows' slots, at most */
