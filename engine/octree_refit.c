@@ -668,6 +668,7 @@ static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t 
 /* The objects new to the tree: each to the node that holds it, found from the root; on one that
  * the root does not hold, t->escaped (the caller gives the ids taken back). */
 static void place_added(broadphase_world *w, octree *t) {
+    t->placed = 0;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
         t->add_dest[i] = NONE;
@@ -686,6 +687,7 @@ static void place_added(broadphase_world *w, octree *t) {
         }
         t->add_dest[i] = d;
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
+        t->placed++;
     }
 }
 
@@ -821,7 +823,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
      * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
-    if (!t->urgent && w->added_count == 0 && pending <= pending_limit(t)) {
+    if (!t->urgent && t->placed == 0 && pending <= pending_limit(t)) {
         /* A mover that would wait outside its node's reach region (t->beyond) would take the
          * flat list away from this step's search, so the movers are laid out now; the same when
          * one did at the last step (a mover no light relayout can take). */
