@@ -11,9 +11,9 @@ enum {
     SMALL_BELOW = 65536,     /* the refit's chunks stay SMALL_CHUNK below this (NOTES, 89-90) */
     DEFER_SHARE = 64,        /* movers wait while they are at most 1/64 of the objects */
     WINDOW_DEFER_SHARE = 16, /* ... or 1/16 while windows take them (octree_windows.c) */
-    TIGHTEN_EVERY = 8, /* relayouts for additions alone tighten a part this size of the slots */
+    TIGHTEN_EVERY = 8,       /* a relayout for additions tightens 1/8 of the slots, in turn */
     /* The other slot buffer is first touched over this many steps (tree_slots_warm), a slice
-     * a step, before the first light relayout (every 8 steps, octree_windows.c) needs it all:
+     * a step, before a light relayout (octree_windows.c) needs it all, which was every 8 steps:
      * a fixed 65,536 slots a step put the whole buffer of 1e5 objects in the next two steps,
      * the second step's 2.3 ms of page faults on a 3.6 ms frame, and left a 1e6 world's last
      * 40% to the first light relayout. */
