@@ -1246,6 +1246,33 @@ static void moving_frame(bench *b, scene *s, const scene *src, int f, int naive_
     bench_step(b, s, f % naive_every == 0, what);
 }
 
+/* A moving scene (3D) or moving2d (2D) of n objects from `seed` as the source, an empty scene
+ * of its size to fill frame by frame, and the worlds of the variants beside the oracle. */
+static void open_moving(int dims, size_t n, uint64_t seed, const variant *v, int count, scene *src,
+                        scene *s, bench *b) {
+    REQUIRE(scene_make(src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, n, seed));
+    REQUIRE(scene_blank(s, dims, src->count));
+    REQUIRE(bench_open(b, dims, v, count, s->count));
+}
+
+/* A world of variant i's configuration, rebuilt at every step, holding the scene's objects after
+ * one step: the tree a build makes from the boxes as they are now. NULL when it cannot be made. */
+static broadphase_world *built_like(const bench *b, int i, const scene *s) {
+    broadphase_config fresh = b->config[i];
+    fresh.update = BROADPHASE_UPDATE_REBUILD;
+    broadphase_world *w = NULL;
+    uint32_t *ids = malloc((s->count ? s->count : 1) * sizeof *ids);
+    if (!ids || broadphase_create(&fresh, &w) != BROADPHASE_OK ||
+        add_range(s, w, 0, s->count, ids) != BROADPHASE_OK) {
+        free(ids);
+        broadphase_destroy(w);
+        return NULL;
+    }
+    free(ids);
+    step_ok(w);
+    return w;
+}
+
 /* A moving scene under extreme limits: one object per leaf with one level; one object per leaf
  * as deep as allowed; leaves that never split (the root alone); two levels, strict. */
 static void tuning_moving(int dims) {
@@ -1255,12 +1282,9 @@ static void tuning_moving(int dims) {
         {BROADPHASE_UPDATE_REFIT, 2.0f, 1, 4096, 0}, {BROADPHASE_UPDATE_REFIT, 1.0f, 1, 2, 2},
         {BROADPHASE_UPDATE_REBUILD, 4.0f, 1, 1, 1},
     };
-    scene src;
-    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 1500, 33));
-    scene s;
-    REQUIRE(scene_blank(&s, dims, src.count));
+    scene src, s;
     bench b;
-    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    open_moving(dims, 1500, 33, v, sizeof v / sizeof v[0], &src, &s, &b);
     for (int f = 0; f < 20; f++) {
         TEST_CONTEXT("%dD moving, extreme limits, frame %d", dims, f);
         moving_frame(&b, &s, &src, f, 5, "extreme limits");
@@ -1314,12 +1338,9 @@ static void slow_drift(int dims) {
         {BROADPHASE_UPDATE_REFIT, 1.5f, 2, 16, 0},
         {BROADPHASE_UPDATE_AUTO, 1.25f, 1, 0, 0},
     };
-    scene src;
-    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 6000, 41));
-    scene s;
-    REQUIRE(scene_blank(&s, dims, src.count));
+    scene src, s;
     bench b;
-    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    open_moving(dims, 6000, 41, v, sizeof v / sizeof v[0], &src, &s, &b);
     for (int f = 0; f < 120; f++) {
         TEST_CONTEXT("%dD slow drift, frame %d", dims, f);
         moving_frame(&b, &s, &src, f, 40, "slow drift");
@@ -1332,13 +1353,8 @@ static void slow_drift(int dims) {
      * cell was emptied (its node spare or gone): a node they arrive in splits. */
     for (int i = 0; i < b.count; i++) {
         TEST_CONTEXT("%dD slow drift, end: %s", dims, b.name[i]);
-        broadphase_config fresh = b.config[i];
-        fresh.update = BROADPHASE_UPDATE_REBUILD;
-        broadphase_world *w = NULL;
-        REQUIRE(broadphase_create(&fresh, &w) == BROADPHASE_OK);
-        uint32_t *ids = malloc(s.count * sizeof *ids);
-        REQUIRE(ids && add_range(&s, w, 0, s.count, ids) == BROADPHASE_OK);
-        step_ok(w);
+        broadphase_world *w = built_like(&b, i, &s);
+        REQUIRE(w);
         size_t built = stats_of(w).objects_in_internal_nodes;
         size_t drifted = stats_of(b.w[i]).objects_in_internal_nodes;
         CHECK(drifted <= built + s.count / 100);
@@ -1348,7 +1364,6 @@ static void slow_drift(int dims) {
          * 2D; 1.35 and 2.56 when such objects stayed until they left the region). */
         if (b.config[i].update == BROADPHASE_UPDATE_REFIT)
             CHECK(mean_overhang(b.w[i], dims) <= 2.5 * mean_overhang(w, dims));
-        free(ids);
         broadphase_destroy(w);
     }
     bench_close(&b);
@@ -1374,12 +1389,9 @@ static void windows_spread(int dims) {
         {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
         {BROADPHASE_UPDATE_REFIT, 1.5f, 3, 0, 0},
     };
-    scene src;
-    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 20000, 77));
-    scene s;
-    REQUIRE(scene_blank(&s, dims, src.count));
+    scene src, s;
     bench b;
-    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    open_moving(dims, 20000, 77, v, sizeof v / sizeof v[0], &src, &s, &b);
     enum { FRAMES = 120 };
     for (int f = 0; f < FRAMES; f++) {
         TEST_CONTEXT("%dD windows, frame %d", dims, f);
@@ -1428,12 +1440,9 @@ static void churn(int dims, bool same) {
         {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
         {BROADPHASE_UPDATE_AUTO, 1.5f, 3, 0, 0},
     };
-    scene src;
-    REQUIRE(scene_make(&src, dims == 3 ? SCENE_MOVING : SCENE_MOVING2D, 20000, 91));
-    scene s;
-    REQUIRE(scene_blank(&s, dims, src.count));
+    scene src, s;
     bench b;
-    REQUIRE(bench_open(&b, dims, v, sizeof v / sizeof v[0], s.count));
+    open_moving(dims, 20000, 91, v, sizeof v / sizeof v[0], &src, &s, &b);
     enum { FRAMES = 120, CHURN = 200 };
     uint32_t *old = malloc(CHURN * sizeof *old);
     REQUIRE(old);
@@ -1466,13 +1475,8 @@ static void churn(int dims, bool same) {
     for (int i = 0; i < b.count; i++) {
         TEST_CONTEXT("%dD churn (%s ids), end: %s", dims, same ? "same" : "new", b.name[i]);
         broadphase_stats st = stats_of(b.w[i]);
-        broadphase_config fresh = b.config[i];
-        fresh.update = BROADPHASE_UPDATE_REBUILD;
-        broadphase_world *w = NULL;
-        REQUIRE(broadphase_create(&fresh, &w) == BROADPHASE_OK);
-        uint32_t *ids = malloc(s.count * sizeof *ids);
-        REQUIRE(ids && add_range(&s, w, 0, s.count, ids) == BROADPHASE_OK);
-        step_ok(w);
+        broadphase_world *w = built_like(&b, i, &s);
+        REQUIRE(w);
         double reach = mean_overhang(b.w[i], dims), built = mean_overhang(w, dims);
         printf("  %dD %s ids, %s: %llu pairs of windows, %llu relayouts, list made %llu times, "
                "reach out of the cells %.2f (built %.2f)\n",
@@ -1483,7 +1487,6 @@ static void churn(int dims, bool same) {
             CHECK(st.flat_searches == st.steps);
         }
         CHECK(reach <= (same ? 2.5 : 1.5) * built);
-        free(ids);
         broadphase_destroy(w);
     }
     free(old);
