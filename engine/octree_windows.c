@@ -16,10 +16,11 @@
  *   relayout takes the movers no pair took (across unevenly, or between cells that share only
  *   an edge): every slot copied, nothing tightened. Every 8 steps, it was most of the update's
  *   periodic cost (1e5: 0.46 ms, against 0.30 for a pair of windows); every 32, the reach
- *   calls it every 18-20 steps in 3D (NOTES row 263);
+ *   calls it every 18-20 steps in 3D (NOTES rows 263 and 266);
  * - neither makes, splits, merges or spares a node, so the leaves, and the flat list, stay. A
- *   full relayout still comes with added or removed objects, an object that must move, or
- *   more waiting movers than oc_refit's pending_limit.
+ *   full relayout still comes with objects new to the tree or removed from it (an id removed
+ *   and added again before the step keeps its slot and is neither), an object that must move,
+ *   or more waiting movers than oc_refit's pending_limit.
  * The decisions depend on the step count and the objects only, never on the thread count. */
 #include "octree_internal.h"
 
