@@ -144,10 +144,8 @@ struct octree {
     tree_workers workers;
 
     /* State between steps, and what oc_measure finds for the statistics and the next steps. */
-    bool built, escaped, urgent; /* urgent: some object must change node this step */
-    bool beyond;                 /* a mover that would wait is outside its node's reach region */
-    size_t placed; /* objects new to the tree this step (an id removed and added again before
-                      the step keeps its slot, and is not one) */
+    bool built, escaped, urgent;  /* urgent: some object must change node this step */
+    bool beyond;                  /* a mover that would wait is outside its node's reach region */
     uint32_t tighten_turn;        /* relayouts for additions or removals: the part they tighten */
     uint32_t window_clock;        /* steps since a window was laid out (octree_refit.c) */
     uint32_t window_next;         /* the pair of windows that comes next */

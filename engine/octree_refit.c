@@ -673,9 +673,10 @@ static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t 
 }
 
 /* The objects new to the tree: each to the node that holds it, found from the root; on one that
- * the root does not hold, t->escaped (the caller gives the ids taken back). */
-static void place_added(broadphase_world *w, octree *t) {
-    t->placed = 0;
+ * the root does not hold, t->escaped (the caller gives the ids taken back). Returns how many it
+ * placed (an id removed and added again before the step keeps its slot, and is not one). */
+static size_t place_added(broadphase_world *w, octree *t) {
+    size_t placed = 0;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
         t->add_dest[i] = NONE;
@@ -694,8 +695,9 @@ static void place_added(broadphase_world *w, octree *t) {
         }
         t->add_dest[i] = d;
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
-        t->placed++;
+        placed++;
     }
+    return placed;
 }
 
 /* The tree's shape for this step's moves (gathered in *count): spare branches age, emptied
@@ -816,7 +818,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     t->escaped = t->urgent = t->beyond = false;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
-    place_added(w, t);
+    size_t placed = place_added(w, t);
     if (t->escaped) {
         for (size_t i = 0; i < w->added_count; i++)
             if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = NONE;
@@ -830,7 +832,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
      * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
-    if (!t->urgent && t->placed == 0 && pending <= pending_limit(t)) {
+    if (!t->urgent && placed == 0 && pending <= pending_limit(t)) {
         /* A mover that would wait outside its node's reach region (t->beyond) would take the
          * flat list away from this step's search, so the movers are laid out now; the same when
          * one did at the last step (a mover no light relayout can take). */
