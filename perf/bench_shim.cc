@@ -18,8 +18,6 @@
 
 namespace {
 
-constexpr int kRoundTrips = 4000; // exchanges per cross-core probe: 1-3 ms
-
 // Google Benchmark calls a benchmark several times while it sizes the iteration count; keeping
 // the last case's world avoids building a million-object scene again for each of those calls.
 struct cached_run {
@@ -52,7 +50,7 @@ void run_case(benchmark::State &state, size_t index) {
     }
     // The machine's cross-core round trip as this case starts (machine.h): on a virtual machine
     // it says which of its moods a figure was taken in.
-    double round_trip = machine_round_trip_ns(kRoundTrips);
+    double round_trip = machine_round_trip_ns(MACHINE_ROUND_TRIPS);
     bench_reset_totals(run);
     bool moving = bench_is_moving(run) != 0;
     for (auto _ : state) {
@@ -120,7 +118,7 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("broadphase_load_spinners", std::to_string(spinners));
     benchmark::AddCustomContext(
         "broadphase_round_trip_ns_at_start",
-        std::to_string(static_cast<long>(machine_round_trip_ns(kRoundTrips))));
+        std::to_string(static_cast<long>(machine_round_trip_ns(MACHINE_ROUND_TRIPS))));
     for (size_t i = 0; i < bench_case_count(); i++) {
         benchmark::RegisterBenchmark(bench_case_name(i),
                                      [i](benchmark::State &state) { run_case(state, i); })

@@ -8,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-enum { CROWD_ROUND_TRIPS = 4000 }; /* exchanges per cross-core probe: 1-3 ms (as the runner's) */
-
 static double clock_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -110,7 +108,7 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
             c.count, c.dims, c.distance, c.k, o->per_neighbourhood, c.step, o->threads, o->frames);
     size_t checked = 0, neighbours = 0;
     /* Two threads' figures at 1e4 agents move with it (perf/NOTES.md, row 284). */
-    double round_trip_before = machine_round_trip_ns(CROWD_ROUND_TRIPS);
+    double round_trip_before = machine_round_trip_ns(MACHINE_ROUND_TRIPS);
     for (size_t f = 0; status == 0 && f < o->frames; f++) {
         for (int q = 0; q < CROWD_ROUTES && status == 0; q++) {
             if (!o->routes[q]) continue;
@@ -186,7 +184,7 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
             fprintf(out, "\n");
         }
         fprintf(out, "machine: cross-core round trip %.0f ns before the frames, %.0f ns after\n",
-                round_trip_before, machine_round_trip_ns(CROWD_ROUND_TRIPS));
+                round_trip_before, machine_round_trip_ns(MACHINE_ROUND_TRIPS));
         fprintf(out, "neighbours: %.2f an agent on average; every route gave the same sets%s\n",
                 (double)neighbours / ((double)c.count * (double)o->frames + 1e-300),
                 o->check ? "" : " (no --check)");

@@ -12,6 +12,8 @@ extern "C" {
  * (perf/NOTES.md, "Sixth round"); the runner and the suite print it beside their figures. 0 when
  * the second thread cannot be started. Takes 5 ms plus the exchanges. */
 double machine_round_trip_ns(int rounds);
+/* The exchanges of the runner's and the benchmarks' probes: 1-3 ms. */
+enum { MACHINE_ROUND_TRIPS = 4000 };
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,6 @@
 /* Above this many objects the brute-force world would take seconds per frame: sample instead. */
 #define RUNNER_FULL_CHECK_LIMIT 200000
 #define RUNNER_PER_FRAME_LINES_MAX 20
-#define ROUND_TRIPS 4000 /* exchanges per cross-core probe: 1-3 ms */
 
 typedef struct options {
     scene_kind scene;
@@ -983,7 +982,7 @@ int main(int argc, char **argv) {
     }
 
     /* Before the frames and after them (printed with the summary): see machine.h. */
-    double round_trip_before = machine_round_trip_ns(ROUND_TRIPS);
+    double round_trip_before = machine_round_trip_ns(MACHINE_ROUND_TRIPS);
     int exit_code = 1;
     broadphase_world *w = NULL, *oracle = NULL;
     uint32_t *ids = malloc((o.count ? o.count : 1) * sizeof *ids);
@@ -1205,7 +1204,7 @@ int main(int argc, char **argv) {
             "events: %zu pairs begun, %zu ended over %zu frames (the first frame's begun: all)\n",
             begun_total, ended_total, n);
     printf("machine: cross-core round trip %.0f ns before the frames, %.0f ns after\n",
-           round_trip_before, machine_round_trip_ns(ROUND_TRIPS));
+           round_trip_before, machine_round_trip_ns(MACHINE_ROUND_TRIPS));
     printf("memory: %.2f MiB in use, %llu allocations\n", (double)stats.bytes_in_use / 1048576.0,
            (unsigned long long)stats.allocations);
     printf("structure: %llu steps, %llu rebuilds, %llu refits, %llu unchanged; %zu objects at "
