@@ -594,35 +594,51 @@ TEST(crowd_routes_equal_brute_force) {
     }
 }
 
-/* The issue's size: 100,000 agents, k = 10, neighbour distance 15, about 20 agents within it:
- * every route gives the same neighbourhoods for every agent, and those of one agent in 50 equal
- * the brute-force reference. */
+/* The issue's size: 100,000 agents, k = 10, neighbour distance 15, in 2D at three densities (2,
+ * 20 and 80 agents within the distance of one) and in 3D: every route gives the same
+ * neighbourhoods for every agent, and those of one agent in 50 equal the brute-force reference. */
 TEST(crowd_routes_agree_at_1e5_agents) {
-    crowd c;
-    REQUIRE(crowd_make(&c, 2, 100000, 15.0f, 10, 20.0f, 0.5f, 3));
-    crowd_sets want, got, first;
-    REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k) &&
-            crowd_sets_make(&first, c.count, c.k));
-    crowd_brute(&c, &want, 50);
-    for (int route = 0; route < CROWD_ROUTES; route++) {
-        TEST_CONTEXT("route %s", crowd_route_name((crowd_route)route));
-        crowd_runner r;
-        CHECK_EQ_INT(crowd_runner_make(&r, &c, (crowd_route)route, 2), BROADPHASE_OK);
-        CHECK_EQ_INT(crowd_runner_frame(&r, &c, route == 0 ? &first : &got), BROADPHASE_OK);
-        crowd_runner_free(&r);
-        if (route > 0) CHECK_EQ_INT(crowd_sets_differ(&first, &got), SIZE_MAX);
+    static const struct {
+        int dims;
+        float density;
+    } cases[] = {{2, 20.0f}, {2, 2.0f}, {2, 80.0f}, {3, 20.0f}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        crowd c;
+        REQUIRE(crowd_make(&c, cases[ci].dims, 100000, 15.0f, 10, cases[ci].density, 0.5f, 3 + ci));
+        crowd_sets want, got, first;
+        REQUIRE(crowd_sets_make(&want, c.count, c.k) && crowd_sets_make(&got, c.count, c.k) &&
+                crowd_sets_make(&first, c.count, c.k));
+        crowd_brute(&c, &want, 50);
+        for (int route = 0; route < CROWD_ROUTES; route++) {
+            TEST_CONTEXT("dims %d density %g route %s", cases[ci].dims, (double)cases[ci].density,
+                         crowd_route_name((crowd_route)route));
+            crowd_runner r;
+            CHECK_EQ_INT(crowd_runner_make(&r, &c, (crowd_route)route, 2), BROADPHASE_OK);
+            CHECK_EQ_INT(crowd_runner_frame(&r, &c, route == 0 ? &first : &got), BROADPHASE_OK);
+            crowd_runner_free(&r);
+            if (route > 0) CHECK_EQ_INT(crowd_sets_differ(&first, &got), SIZE_MAX);
+        }
+        TEST_CONTEXT("dims %d density %g against brute force", cases[ci].dims,
+                     (double)cases[ci].density);
+        size_t checked = 0, full = 0;
+        for (size_t i = 0; i < c.count; i += 50, checked++) {
+            CHECK_EQ_INT(first.count[i], want.count[i]);
+            full += want.count[i] == c.k;
+            for (size_t j = 0; j < want.count[i] && j < first.count[i]; j++)
+                CHECK(first.ids[i * c.k + j] == want.ids[i * c.k + j]);
+        }
+        CHECK_EQ_INT(checked, 2000);
+        /* the densities reach both sides of k: the sparse crowd leaves most rows short, the
+         * dense ones fill most of them */
+        if (cases[ci].density < 5.0f)
+            CHECK(full < checked / 2);
+        else
+            CHECK(full > checked / 2);
+        crowd_sets_free(&want);
+        crowd_sets_free(&got);
+        crowd_sets_free(&first);
+        crowd_free(&c);
     }
-    size_t checked = 0;
-    for (size_t i = 0; i < c.count; i += 50, checked++) {
-        CHECK_EQ_INT(first.count[i], want.count[i]);
-        for (size_t j = 0; j < want.count[i] && j < first.count[i]; j++)
-            CHECK(first.ids[i * c.k + j] == want.ids[i * c.k + j]);
-    }
-    CHECK_EQ_INT(checked, 2000);
-    crowd_sets_free(&want);
-    crowd_sets_free(&got);
-    crowd_sets_free(&first);
-    crowd_free(&c);
 }
 
 /* ---- every object's neighbourhood (broadphase_neighbourhoods) ---- */
