@@ -133,7 +133,9 @@ struct octree {
     size_t redirected_count;
     uint32_t *splits; /* nodes to split this step; the window's nodes while one is laid out */
     size_t split_count;
-    uint64_t *moves, *moves_tmp; /* source (slot, or entry of added | TREE_ADDED) << 32 | node */
+    uint64_t *moves, *moves_tmp; /* source (slot, or entry of added | TREE_ADDED) << 32 | node;
+                                    in a pair of windows' layout, moves holds the entry of
+                                    moves_tmp in place of the source */
     size_t move_capacity, move_count, move_chunk; /* move_chunk: moves per chunk of a pass */
     uint32_t *refs, *refs_tmp; /* objects being sunk by a split: slot, or slot_count + entry */
     size_t ref_capacity;

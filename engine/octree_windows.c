@@ -47,8 +47,6 @@ typedef struct window_ctx {
                                           come before the chunk's */
     uint32_t out[WINDOW_CHUNKS];       /* by chunk: where its movers go in moves_tmp */
     size_t keep;                       /* movers across that go, in each direction */
-    const uint32_t *list;              /* the windows' nodes, for the copy */
-    size_t nodes;
 } window_ctx;
 
 static void window_chunk(const window_ctx *c, size_t chunk, int *side, size_t *begin, size_t *end) {
@@ -109,18 +107,108 @@ static void window_collect(size_t chunk, int worker, void *p) {
     }
 }
 
-static void window_copy(size_t chunk, int worker, void *p) {
+/* Slot `src` of buffer `from` to slot `dst` of buffer `to`. */
+static inline void move_slot(tree_slots *sl, int from, uint32_t src, int to, uint32_t dst) {
+    for (int k = 0; k < 3; k++) {
+        sl->smin[to][k][dst] = sl->smin[from][k][src];
+        sl->smax[to][k][dst] = sl->smax[from][k][src];
+    }
+    sl->sid[to][dst] = sl->sid[from][src];
+}
+
+/* Node n's slots [src, src + count) to [dst, dst + count) of the current buffer (the two do not
+ * overlap). */
+static void move_run(octree *t, uint32_t n, uint32_t src, uint32_t dst, uint32_t count) {
+    tree_slots *sl = &t->slots;
+    int b = sl->cur;
+    for (int k = 0; k < 3; k++) {
+        memcpy(sl->smin[b][k] + dst, sl->smin[b][k] + src, count * sizeof(float));
+        memcpy(sl->smax[b][k] + dst, sl->smax[b][k] + src, count * sizeof(float));
+    }
+    memcpy(sl->sid[b] + dst, sl->sid[b] + src, count * sizeof(uint32_t));
+    for (uint32_t i = 0; i < count; i++) t->slot_node[dst + i] = n;
+}
+
+/* Node n's objects that stay, in slots [begin, begin + stay), to [to, to + stay): since their
+ * order within the node is free, only the part that does not land on itself moves, from one
+ * end to the other (at most as many slots as the node shifts by). */
+static void shift_node(octree *t, uint32_t n, uint32_t begin, uint32_t stay, uint32_t to) {
+    uint32_t by = to < begin ? begin - to : to - begin, count = by < stay ? by : stay;
+    if (count == 0) return;
+    if (to < begin)
+        move_run(t, n, begin + stay - count, to, count);
+    else
+        move_run(t, n, begin, to + stay - count, count);
+}
+
+/* What the in-place layout's passes read: the windows' nodes (list[0, split) the first window's,
+ * list[split, nodes) the second's) and their movers (moves_tmp[0, moved[0]) and
+ * [moved[0], moved[1])). */
+typedef struct in_place_ctx {
+    octree *t;
+    const uint32_t *list;
+    size_t split, nodes, moved[2];
+} in_place_ctx;
+
+/* A window's own part of the in-place layout (see lay_out_windows): its movers into the other
+ * buffer at their places in moves_tmp (scratch, as that buffer was for the copy this replaced:
+ * the next full relayout writes it before it is read); in each node, the objects that stay packed
+ * to its front, the last ones into the holes the movers left; then the nodes' packed objects
+ * shifted to their new slots, first those that shift down in slot order, in order, then those that
+ * shift up, last first, so that none lands on objects that have not moved yet (a node's new slots
+ * end before any later node's old objects begin, and begin after any earlier node's old objects
+ * end). */
+static void in_place_window(size_t side, int worker, void *p) {
     (void)worker;
-    window_ctx *c = p;
+    const in_place_ctx *c = p;
     octree *t = c->t;
-    size_t end =
-        (chunk + 1) * NODE_SMALL_CHUNK < c->nodes ? (chunk + 1) * NODE_SMALL_CHUNK : c->nodes;
-    for (size_t i = chunk * NODE_SMALL_CHUNK; i < end; i++) {
+    tree_slots *sl = &t->slots;
+    int cur = sl->cur;
+    size_t m = side ? c->moved[0] : 0, moved = c->moved[side];
+    for (size_t q = m; q < moved; q++)
+        move_slot(sl, cur, (uint32_t)(t->moves_tmp[q] >> 32), 1 - cur, (uint32_t)q);
+    size_t first = side ? c->split : 0, last = side ? c->nodes : c->split;
+    for (size_t i = first; i < last; i++) {
         uint32_t n = c->list[i];
         const oc_node *node = &t->nodes[n];
-        tree_copy_node(c->w, &t->slots, t->dest, t->slot_node, t->node_of, t->moves, 32, n,
-                       node->begin, node->end, t->new_begin[n], t->arrive_first[n],
-                       t->arrive_first[n] + t->arrivals[n]);
+        uint32_t front = node->begin + t->own_count[n] - t->arrivals[n], from = node->end;
+        for (; m < moved && (uint32_t)(t->moves_tmp[m] >> 32) < node->end; m++) {
+            uint32_t hole = (uint32_t)(t->moves_tmp[m] >> 32);
+            if (hole >= front) continue;
+            do from--;
+            while (t->dest[from] != n);
+            move_slot(sl, cur, from, cur, hole);
+        }
+        /* (dest is left as it is, as after any relayout: the next refit reads it as a hint) */
+    }
+    for (size_t i = first; i < last; i++) {
+        uint32_t n = c->list[i];
+        if (t->new_begin[n] < t->nodes[n].begin)
+            shift_node(t, n, t->nodes[n].begin, t->own_count[n] - t->arrivals[n], t->new_begin[n]);
+    }
+    for (size_t i = last; i-- > first;) {
+        uint32_t n = c->list[i];
+        if (t->new_begin[n] > t->nodes[n].begin)
+            shift_node(t, n, t->nodes[n].begin, t->own_count[n] - t->arrivals[n], t->new_begin[n]);
+    }
+}
+
+/* A window's arrivals, from the other buffer, behind the objects that stayed in their nodes. */
+static void in_place_arrivals(size_t side, int worker, void *p) {
+    (void)worker;
+    const in_place_ctx *c = p;
+    octree *t = c->t;
+    tree_slots *sl = &t->slots;
+    int cur = sl->cur;
+    size_t first = side ? c->split : 0, last = side ? c->nodes : c->split;
+    for (size_t i = first; i < last; i++) {
+        uint32_t n = c->list[i];
+        uint32_t at = t->new_begin[n] + t->own_count[n] - t->arrivals[n];
+        for (uint32_t q = t->arrive_first[n]; q < t->arrive_first[n] + t->arrivals[n]; q++, at++) {
+            move_slot(sl, 1 - cur, (uint32_t)(t->moves[q] >> 32), cur, at);
+            t->slot_node[at] = n;
+            t->node_of[sl->sid[cur][at]] = n;
+        }
     }
 }
 
@@ -142,9 +230,10 @@ static uint32_t window_index(const octree *t, const oc_node *n) {
     return index;
 }
 
-/* Lays the two windows under a and b out anew (see above): each node's objects in the other
- * buffer, those that stay then its arrivals (as a full relayout copies them), and the windows'
- * slots copied back. A window's leaves are tightened once every WINDOW_TIGHTEN steps or so. */
+/* Lays the two windows under a and b out anew (see above), in the current buffer itself: each
+ * node's objects that stay, then its arrivals (their order within a node is not the full
+ * relayout's, which copies the stayers in slot order). A window's leaves are tightened once
+ * every WINDOW_TIGHTEN steps or so. */
 static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
     /* At most one window tightened a turn: the one tightened longer ago, if it is due. */
     uint32_t *last[2] = {&t->window_tightened[window_index(t, &t->nodes[a])],
@@ -214,25 +303,21 @@ static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t
     }
     for (size_t m = 0; m < moved; m++) {
         uint32_t d = (uint32_t)t->moves_tmp[m];
-        t->moves[t->arrive_first[d] + t->arrivals[d]++] = t->moves_tmp[m];
+        t->moves[t->arrive_first[d] + t->arrivals[d]++] = (uint64_t)m << 32 | d;
     }
-    tree_slots *sl = &t->slots; /* the other buffer is scratch here: not made ready */
-    c.list = list;
-    c.nodes = nodes;
-    threads_for_chunks(w->workers, threads_chunk_count(nodes, NODE_SMALL_CHUNK), window_copy, &c);
+    /* The moves made in the current buffer itself (in_place_window, in_place_arrivals), each
+     * window on a worker: only the movers and the slots at the ends of nodes that shift are
+     * written, not the whole pair twice (into the other buffer and back: 0.36 of the 2D pair's
+     * 0.65 ms at moving2d 1e5, perf/NOTES.md row 288). */
+    in_place_ctx ip = {.t = t, .list = list, .split = split, .nodes = nodes};
+    ip.moved[0] = c.chunks0 < chunks ? c.out[c.chunks0] : moved;
+    ip.moved[1] = moved;
+    threads_for_chunks(w->workers, 2, in_place_window, &ip);
+    threads_for_chunks(w->workers, 2, in_place_arrivals, &ip);
     for (size_t i = 0; i < nodes; i++) {
         oc_node *node = &t->nodes[list[i]];
         node->begin = t->new_begin[list[i]];
         node->end = node->begin + t->own_count[list[i]];
-    }
-    int from = sl->cur, to = 1 - sl->cur;
-    for (int side = 0; side < 2; side++) {
-        size_t begin = c.begin[side], count = c.end[side] - c.begin[side];
-        for (int k = 0; k < 3; k++) {
-            memcpy(sl->smin[from][k] + begin, sl->smin[to][k] + begin, count * sizeof(float));
-            memcpy(sl->smax[from][k] + begin, sl->smax[to][k] + begin, count * sizeof(float));
-        }
-        memcpy(sl->sid[from] + begin, sl->sid[to] + begin, count * sizeof(uint32_t));
     }
 }
 
