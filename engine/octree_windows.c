@@ -152,12 +152,13 @@ typedef struct in_place_ctx {
 
 /* A window's own part of the in-place layout (see lay_out_windows): its movers into the other
  * buffer at their places in moves_tmp (scratch, as that buffer was for the copy this replaced:
- * the next full relayout writes it before it is read); in each node, the objects that stay packed
- * to its front, the last ones into the holes the movers left; then the nodes' packed objects
- * shifted to their new slots, first those that shift down in slot order, in order, then those that
- * shift up, last first, so that none lands on objects that have not moved yet (a node's new slots
- * end before any later node's old objects begin, and begin after any earlier node's old objects
- * end). */
+ * the next light or full relayout writes it before it is read); in each node, the objects that
+ * stay packed to its front, the last ones into the holes the movers left; then the nodes' packed
+ * objects shifted to their new slots, first those that shift down in slot order, in order, then
+ * those that shift up, last first, so that none lands on objects that have not moved yet (at
+ * each shift, the new slots of the node's stayers lie between where the earlier nodes' stayers
+ * and the later nodes' stayers are at that moment; the arrivals, which fill the gaps, come after
+ * every shift). */
 static void in_place_window(size_t side, int worker, void *p) {
     (void)worker;
     const in_place_ctx *c = p;
