@@ -107,38 +107,17 @@ static void window_collect(size_t chunk, int worker, void *p) {
     }
 }
 
-/* Slot `src` of buffer `from` to slot `dst` of buffer `to`. */
-static inline void move_slot(tree_slots *sl, int from, uint32_t src, int to, uint32_t dst) {
-    for (int k = 0; k < 3; k++) {
-        sl->smin[to][k][dst] = sl->smin[from][k][src];
-        sl->smax[to][k][dst] = sl->smax[from][k][src];
-    }
-    sl->sid[to][dst] = sl->sid[from][src];
-}
-
-/* Node n's slots [src, src + count) to [dst, dst + count) of the current buffer (the two do not
- * overlap). */
-static void move_run(octree *t, uint32_t n, uint32_t src, uint32_t dst, uint32_t count) {
-    tree_slots *sl = &t->slots;
-    int b = sl->cur;
-    for (int k = 0; k < 3; k++) {
-        memcpy(sl->smin[b][k] + dst, sl->smin[b][k] + src, count * sizeof(float));
-        memcpy(sl->smax[b][k] + dst, sl->smax[b][k] + src, count * sizeof(float));
-    }
-    memcpy(sl->sid[b] + dst, sl->sid[b] + src, count * sizeof(uint32_t));
-    for (uint32_t i = 0; i < count; i++) t->slot_node[dst + i] = n;
-}
-
 /* Node n's objects that stay, in slots [begin, begin + stay), to [to, to + stay): since their
  * order within the node is free, only the part that does not land on itself moves, from one
  * end to the other (at most as many slots as the node shifts by). */
 static void shift_node(octree *t, uint32_t n, uint32_t begin, uint32_t stay, uint32_t to) {
     uint32_t by = to < begin ? begin - to : to - begin, count = by < stay ? by : stay;
     if (count == 0) return;
+    int b = t->slots.cur;
     if (to < begin)
-        move_run(t, n, begin + stay - count, to, count);
+        tree_copy_run(&t->slots, b, b, begin + stay - count, begin + stay, to, t->slot_node, n);
     else
-        move_run(t, n, begin, to + stay - count, count);
+        tree_copy_run(&t->slots, b, b, begin, begin + count, to + stay - count, t->slot_node, n);
 }
 
 /* What the in-place layout's passes read: the windows' nodes (list[0, split) the first window's,
@@ -167,7 +146,7 @@ static void in_place_window(size_t side, int worker, void *p) {
     int cur = sl->cur;
     size_t m = side ? c->moved[0] : 0, moved = c->moved[side];
     for (size_t q = m; q < moved; q++)
-        move_slot(sl, cur, (uint32_t)(t->moves_tmp[q] >> 32), 1 - cur, (uint32_t)q);
+        tree_move_slot(sl, cur, (uint32_t)(t->moves_tmp[q] >> 32), 1 - cur, (uint32_t)q);
     size_t first = side ? c->split : 0, last = side ? c->nodes : c->split;
     for (size_t i = first; i < last; i++) {
         uint32_t n = c->list[i];
@@ -178,7 +157,7 @@ static void in_place_window(size_t side, int worker, void *p) {
             if (hole >= front) continue;
             do from--;
             while (t->dest[from] != n);
-            move_slot(sl, cur, from, cur, hole);
+            tree_move_slot(sl, cur, from, cur, hole);
         }
         /* (dest is left as it is, as after any relayout: the next refit reads it as a hint) */
     }
@@ -206,7 +185,7 @@ static void in_place_arrivals(size_t side, int worker, void *p) {
         uint32_t n = c->list[i];
         uint32_t at = t->new_begin[n] + t->own_count[n] - t->arrivals[n];
         for (uint32_t q = t->arrive_first[n]; q < t->arrive_first[n] + t->arrivals[n]; q++, at++) {
-            move_slot(sl, 1 - cur, (uint32_t)(t->moves[q] >> 32), cur, at);
+            tree_move_slot(sl, 1 - cur, (uint32_t)(t->moves[q] >> 32), cur, at);
             t->slot_node[at] = n;
             t->node_of[sl->sid[cur][at]] = n;
         }

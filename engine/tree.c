@@ -327,16 +327,12 @@ enum { COPY_RUN_MIN = 16 }; /* shorter runs of staying slots are copied slot by 
 
 /* Slots [s, e) of `from` to dst.. of `to`: long runs column by column (memcpy streams), short
  * ones slot by slot (a call per column costs more than the copy). */
-static void copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint32_t dst,
-                     uint32_t *restrict slot_node, uint32_t n) {
+void tree_copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint32_t dst,
+                   uint32_t *restrict slot_node, uint32_t n) {
     size_t len = e - s;
     if (len < COPY_RUN_MIN) {
         for (size_t i = 0; i < len; i++) {
-            for (int k = 0; k < 3; k++) {
-                t->smin[to][k][dst + i] = t->smin[from][k][s + i];
-                t->smax[to][k][dst + i] = t->smax[from][k][s + i];
-            }
-            t->sid[to][dst + i] = t->sid[from][s + i];
+            tree_move_slot(t, from, (uint32_t)(s + i), to, (uint32_t)(dst + i));
             slot_node[dst + i] = n;
         }
         return;
@@ -360,7 +356,7 @@ void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *de
         uint32_t e = s;
         while (e < end && dest[e] == n) e++;
         if (e > s) {
-            copy_run(t, from, to, s, e, dst, slot_node, n);
+            tree_copy_run(t, from, to, s, e, dst, slot_node, n);
             dst += e - s;
         }
         for (; e < end && dest[e] != n; e++)

@@ -226,6 +226,18 @@ void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of);
 /* The slots in [begin, end) whose dest differs from slot_node, as moves, in slot order. */
 void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
                         uint64_t *out);
+/* Slot src of buffer `from` to slot dst of buffer `to`: its bounds and id. */
+static inline void tree_move_slot(tree_slots *t, int from, uint32_t src, int to, uint32_t dst) {
+    for (int k = 0; k < 3; k++) {
+        t->smin[to][k][dst] = t->smin[from][k][src];
+        t->smax[to][k][dst] = t->smax[from][k][src];
+    }
+    t->sid[to][dst] = t->sid[from][src];
+}
+/* Slots [s, e) of buffer `from` to [dst, dst + e - s) of buffer `to` (not overlapping them, when
+ * the buffers are one), held by node n from now on (slot_node). */
+void tree_copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint32_t dst,
+                   uint32_t *slot_node, uint32_t n);
 /* Copies node n's objects into the other slot buffer from dst: those of its old slots
  * [begin, end) that stay (dest == n), then its arrivals moves[first, last), whose sources are
  * bits [src_shift, src_shift + 32) of each move; updates slot_node and node_of, and marks removed
