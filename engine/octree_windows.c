@@ -24,7 +24,6 @@
  * The decisions depend on the step count and the objects only, never on the thread count. */
 #include "octree_internal.h"
 
-
 enum {
     WINDOW_ROUND = 36,   /* steps in which each pair of windows is laid out once (oc_window_turn) */
     WINDOW_TIGHTEN = 32, /* steps between two tightenings of a window's leaves, at least */
