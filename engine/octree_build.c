@@ -408,6 +408,7 @@ static void geometry_init(broadphase_world *w, octree *t) {
 
 /* Builds the tree from scratch with a root of at least min_side. */
 broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
+    t->ahead_begin = t->ahead_end = 0; /* the slots are laid out anew: no marks to keep */
     geometry_init(w, t);
     t->id_chunk = threads_chunk_size(w->store.id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
     size_t chunks = threads_chunk_count(w->store.id_end, t->id_chunk);

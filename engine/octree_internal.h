@@ -154,6 +154,11 @@ struct octree {
     uint32_t window_steps;        /* steps that could lay windows out */
     uint32_t window_pairs;        /* pairs of windows found by the last turn */
     uint32_t window_tightened[8]; /* by window (cell index): window_steps when last tightened */
+    /* A window tightened a step ahead of its turn (octree_windows.c): its slots [ahead_begin,
+     * ahead_end) hold marks (dest) that the next refit keeps while their leaves hold the boxes;
+     * none when the range is empty. ahead_kept: the marks that refit kept. */
+    uint32_t ahead_top, ahead_begin, ahead_end;
+    size_t ahead_kept;
     uint64_t window_layouts;      /* pairs of windows laid out, light and full relayouts */
     uint64_t light_layouts, full_layouts;
     bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
@@ -195,11 +200,16 @@ static inline void to_grid(const octree *t, const float mn[3], const float mx[3]
     }
 }
 
-/* Is node d in the subtree of node top? */
+/* Is live node d in the subtree of live node top? Its cell lies inside top's: a live node's
+ * cell is its parent's halved (the tree's invariant), so this is the walk up its parents
+ * without their loads. */
 static inline bool oc_in_subtree(const octree *t, uint32_t d, uint32_t top) {
-    const oc_node *nodes = t->nodes;
-    while (nodes[d].level > nodes[top].level) d = nodes[d].parent;
-    return d == top;
+    const oc_node *a = &t->nodes[d], *b = &t->nodes[top];
+    if (a->level < b->level) return false;
+    int up = a->level - b->level;
+    bool in = true;
+    for (int k = 0; k < t->dims; k++) in &= a->cell[k] >> up == b->cell[k];
+    return in;
 }
 
 /* Node n's cell enlarged by the looseness and `extra` of its side (octree_build.c). */
@@ -283,8 +293,10 @@ bool oc_by_node_reserve(broadphase_world *w, octree *t);
  * only into leaves of their subtrees. Returns the movers it made. */
 size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, uint32_t window2);
 /* octree_windows.c: a refit step whose movers may wait: every few steps lays the next pair of
- * windows out anew in place. False when a light relayout is due instead (oc_refit runs it). */
-bool oc_window_turn(broadphase_world *w, octree *t);
+ * windows out anew in place, and the step before, tightens the window that turn will. `ahead`:
+ * the window whose marks this step's refit kept (tightened at the step before), or NONE. False
+ * when a light relayout is due instead (oc_refit runs it). */
+bool oc_window_turn(broadphase_world *w, octree *t, uint32_t ahead);
 
 /* octree_search.c: the search's jobs (threads_job callbacks over an oc_search_ctx). */
 void oc_search_job(size_t job, int worker, void *p);

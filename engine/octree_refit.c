@@ -153,9 +153,10 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     int b = t->slots.cur;
     size_t begin, end;
     chunk_slots(t, chunk, &begin, &end);
-    size_t movers = 0;
+    size_t movers = 0, kept = 0;
     uint32_t nodes = t->node_count;
     bool escaped = false, urgent = false, beyond = false;
+    size_t ahead = t->ahead_begin, ahead_span = t->ahead_end - t->ahead_begin;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
      * and streamed column by column. */
     bool stream = tree_slots_stream(w, &t->slots);
@@ -173,8 +174,18 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             }
             uint32_t n = t->slot_node[s];
             const oc_node *node = &t->nodes[n];
-            /* The common case: still inside its leaf's region, it stays. */
+            /* The common case: still inside its leaf's region, it stays; unless the step before
+             * tightened it into another leaf (octree_windows.c) that still holds it. */
             if (node->leaf && in_hold(node, mn, mx)) {
+                if (s - ahead < ahead_span) {
+                    uint32_t to = t->dest[s];
+                    if (to != n && to < nodes && t->nodes[to].leaf && !t->nodes[to].spare &&
+                        in_hold(&t->nodes[to], mn, mx)) {
+                        movers++;
+                        kept++;
+                        continue;
+                    }
+                }
                 t->dest[s] = n;
                 continue;
             }
@@ -211,6 +222,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     }
     if (stream) simd_stream_fence();
     t->chunk_count[chunk] = movers;
+    if (kept) __atomic_fetch_add(&t->ahead_kept, kept, __ATOMIC_RELAXED);
     if (escaped) __atomic_store_n(&t->escaped, true, __ATOMIC_RELAXED);
     if (urgent) __atomic_store_n(&t->urgent, true, __ATOMIC_RELAXED);
     if (beyond) __atomic_store_n(&t->beyond, true, __ATOMIC_RELAXED);
@@ -816,8 +828,12 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
     if (!refit_reserve(w, t, chunks, w->added_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     oc_ctx c = {w, t};
     t->escaped = t->urgent = t->beyond = false;
+    t->ahead_kept = 0;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
     threads_for_chunks(w->workers, chunks, refit_slots, &c);
+    /* The marks of a window tightened at the last step live for this refit only. */
+    uint32_t ahead = t->ahead_end > t->ahead_begin ? t->ahead_top : NONE;
+    t->ahead_begin = t->ahead_end = 0;
     size_t placed = place_added(w, t);
     if (t->escaped) {
         for (size_t i = 0; i < w->added_count; i++)
@@ -832,11 +848,12 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
      * than 1/DEFER_SHARE of the objects, or until anything else needs a new layout. */
     size_t pending = 0;
     for (size_t i = 0; i < chunks; i++) pending += t->chunk_count[i];
+    pending -= t->ahead_kept; /* (marks kept are movers, but they need not be laid out now) */
     if (!t->urgent && placed == 0 && pending <= pending_limit(t)) {
         /* A mover that would wait outside its node's reach region (t->beyond) would take the
          * flat list away from this step's search, so the movers are laid out now; the same when
          * one did at the last step (a mover no light relayout can take). */
-        if (t->beyond || (t->flat_state & FLAT_ESCAPE) || !oc_window_turn(w, t))
+        if (t->beyond || (t->flat_state & FLAT_ESCAPE) || !oc_window_turn(w, t, ahead))
             light_relayout(w, t, chunks);
         oc_measure(t, w->workers, true);
         w->stats.refits++;

@@ -30,7 +30,13 @@ enum {
     LIGHT_ROUND = 32,    /* steps between two light relayouts at most (oc_window_turn) */
     WINDOW_LEVEL = 1,    /* the windows are the subtrees at this level */
     WINDOWS_MOST = 8,    /* windows at most (the cells of WINDOW_LEVEL) */
-    WINDOW_CHUNKS = 256  /* chunks of a pair of windows' slots, at most */
+    WINDOW_CHUNKS = 256, /* chunks of a pair of windows' slots, at most */
+    /* Turns at least this many steps apart tighten their window at the step before
+     * (tighten_ahead). A turn every 3 steps (3D's 12 pairs) is a third of the frames, not a
+     * spike, and tightening at the step before only put the cost on another third: the update's
+     * median at moving 1e5 rose from 0.74-0.79 to 0.77-0.85 ms (perf/NOTES.md, row 294). */
+    AHEAD_STRIDE = 4
+
 };
 
 typedef struct window_ctx {
@@ -64,20 +70,31 @@ static void window_movers(size_t chunk, int worker, void *p) {
     size_t begin, end;
     window_chunk(c, chunk, &side, &begin, &end);
     uint32_t own = c->top[side], other = c->top[1 - side];
+    uint32_t movers = 0, across = 0;
     for (size_t s = begin; s < end; s++) {
         uint32_t d = t->dest[s], n = t->slot_node[s];
         if (d == n) continue;
-        if (d == DEAD || t->nodes[d].spare || !t->nodes[d].leaf ||
-            !(oc_in_subtree(t, d, own) || oc_in_subtree(t, d, other)))
+        if (d == DEAD || t->nodes[d].spare || !t->nodes[d].leaf) {
             t->dest[s] = n;
-    }
-    if (c->tighten[side]) oc_tighten_range(t, begin, end, own, other);
-    uint32_t movers = 0, across = 0;
-    for (size_t s = begin; s < end; s++) {
-        uint32_t d = t->dest[s];
-        if (d == t->slot_node[s]) continue;
+            continue;
+        }
+        bool in_own = oc_in_subtree(t, d, own);
+        if (!in_own && !oc_in_subtree(t, d, other)) {
+            t->dest[s] = n;
+            continue;
+        }
         movers++;
-        across += !oc_in_subtree(t, d, own);
+        across += !in_own;
+    }
+    if (c->tighten[side]) {
+        oc_tighten_range(t, begin, end, own, other);
+        movers = across = 0;
+        for (size_t s = begin; s < end; s++) {
+            uint32_t d = t->dest[s];
+            if (d == t->slot_node[s]) continue;
+            movers++;
+            across += !oc_in_subtree(t, d, own);
+        }
     }
     c->movers[chunk] = movers;
     c->across[chunk] = across;
@@ -208,19 +225,28 @@ static uint32_t window_index(const octree *t, const oc_node *n) {
     return index;
 }
 
+/* Which of the windows under a and b a turn at window_steps `steps` tightens: at most one a
+ * turn, the one tightened longer ago, if it is due (once every WINDOW_TIGHTEN steps or so);
+ * -1 for neither. */
+static int due_to_tighten(const octree *t, uint32_t a, uint32_t b, uint32_t steps) {
+    uint32_t last[2] = {t->window_tightened[window_index(t, &t->nodes[a])],
+                        t->window_tightened[window_index(t, &t->nodes[b])]};
+    int older = steps - last[1] > steps - last[0];
+    return steps - last[older] >= WINDOW_TIGHTEN ? older : -1;
+}
+
 /* Lays the two windows under a and b out anew (see above), in the current buffer itself: each
  * node's objects that stay, then its arrivals (their order within a node is not the full
- * relayout's, which copies the stayers in slot order). A window's leaves are tightened once
- * every WINDOW_TIGHTEN steps or so. */
-static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
-    /* At most one window tightened a turn: the one tightened longer ago, if it is due. */
-    uint32_t *last[2] = {&t->window_tightened[window_index(t, &t->nodes[a])],
-                         &t->window_tightened[window_index(t, &t->nodes[b])]};
-    int older = t->window_steps - *last[1] > t->window_steps - *last[0];
+ * relayout's, which copies the stayers in slot order). The window due to be tightened is, here
+ * unless it is `ahead` (tightened at the step before, its marks kept by this step's refit). */
+static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t b,
+                            uint32_t ahead) {
     bool tighten[2] = {false, false};
-    if (t->window_steps - *last[older] >= WINDOW_TIGHTEN) {
-        tighten[older] = true;
-        *last[older] = t->window_steps;
+    int due = due_to_tighten(t, a, b, t->window_steps);
+    if (due >= 0) {
+        uint32_t top = due ? b : a;
+        tighten[due] = top != ahead;
+        t->window_tightened[window_index(t, &t->nodes[top])] = t->window_steps;
     }
     window_ctx c = {.w = w,
                     .t = t,
@@ -320,7 +346,42 @@ static bool face_neighbours(const octree *t, const oc_node *a, const oc_node *b,
     return true;
 }
 
-bool oc_window_turn(broadphase_world *w, octree *t) {
+/* A chunk of the window tightened ahead of its turn. */
+typedef struct ahead_ctx {
+    octree *t;
+    uint32_t top, other; /* the window tightened, and the other of its pair */
+    size_t begin, end, chunk;
+} ahead_ctx;
+
+static void tighten_ahead_chunk(size_t chunk, int worker, void *p) {
+    (void)worker;
+    const ahead_ctx *c = p;
+    size_t begin = c->begin + chunk * c->chunk;
+    size_t end = begin + c->chunk < c->end ? begin + c->chunk : c->end;
+    oc_tighten_range(c->t, begin, end, c->top, c->other);
+}
+
+/* The step before a turn: the window that turn is due to tighten is tightened now, its marks
+ * (dest) kept by the next refit while their leaves hold the boxes (octree_refit.c), so that the
+ * turn's frame does not carry the tightening too: at moving2d 1e5 it was 0.1-0.2 ms of the 2D
+ * pair's 0.5 (perf/NOTES.md, row 294). Nothing is laid out between: this is the step's last
+ * change to the tree, and the next refit ends the marks' life, whatever it decides. */
+static void tighten_ahead(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
+    int due = due_to_tighten(t, a, b, t->window_steps + 1);
+    if (due < 0) return;
+    ahead_ctx c = {.t = t, .top = due ? b : a, .other = due ? a : b};
+    c.begin = t->nodes[c.top].begin;
+    c.end = t->nodes[c.top].sub_end;
+    if (c.end <= c.begin) return;
+    c.chunk = threads_chunk_size(c.end - c.begin, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    threads_for_chunks(w->workers, threads_chunk_count(c.end - c.begin, c.chunk),
+                       tighten_ahead_chunk, &c);
+    t->ahead_top = c.top;
+    t->ahead_begin = (uint32_t)c.begin;
+    t->ahead_end = (uint32_t)c.end;
+}
+
+bool oc_window_turn(broadphase_world *w, octree *t, uint32_t ahead) {
     t->window_clock++;
     if (++t->window_steps % LIGHT_ROUND == 0) return false;
     uint32_t list[WINDOWS_MOST];
@@ -338,9 +399,17 @@ bool oc_window_turn(broadphase_world *w, octree *t) {
     if (pairs == 0) return true;
     /* Each pair once every WINDOW_ROUND steps, or every step. */
     uint32_t stride = WINDOW_ROUND / pairs;
-    if (t->window_clock < (stride > 1 ? stride : 1)) return true;
+    if (stride < 1) stride = 1;
+    uint32_t p = t->window_next % pairs;
+    if (t->window_clock < stride) {
+        /* The next step's turn (unless a light relayout comes instead) */
+        if (stride >= AHEAD_STRIDE && t->window_clock + 1 == stride &&
+            (t->window_steps + 1) % LIGHT_ROUND != 0)
+            tighten_ahead(w, t, pair_a[p], pair_b[p]);
+        return true;
+    }
     t->window_clock = 0;
-    uint32_t p = t->window_next++ % pairs;
-    lay_out_windows(w, t, pair_a[p], pair_b[p]);
+    t->window_next++;
+    lay_out_windows(w, t, pair_a[p], pair_b[p], ahead);
     return true;
 }
