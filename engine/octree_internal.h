@@ -159,7 +159,7 @@ struct octree {
      * none when the range is empty. ahead_kept: the marks that refit kept. */
     uint32_t ahead_top, ahead_begin, ahead_end;
     size_t ahead_kept;
-    uint64_t window_layouts;      /* pairs of windows laid out, light and full relayouts */
+    uint64_t window_layouts; /* pairs of windows laid out, light and full relayouts */
     uint64_t light_layouts, full_layouts;
     bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
