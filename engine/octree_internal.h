@@ -154,13 +154,13 @@ struct octree {
     uint32_t window_steps;        /* steps that could lay windows out */
     uint32_t window_pairs;        /* pairs of windows found by the last turn */
     uint32_t window_tightened[8]; /* by window (cell index): window_steps when last tightened */
+    uint64_t window_layouts;      /* pairs of windows laid out, light and full relayouts */
+    uint64_t light_layouts, full_layouts;
     /* A window tightened a step ahead of its turn (octree_windows.c): its slots [ahead_begin,
      * ahead_end) hold marks (dest) that the next refit keeps while their leaves hold the boxes;
      * none when the range is empty. ahead_kept: the marks that refit kept. */
     uint32_t ahead_top, ahead_begin, ahead_end;
     size_t ahead_kept;
-    uint64_t window_layouts; /* pairs of windows laid out, light and full relayouts */
-    uint64_t light_layouts, full_layouts;
     bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
     uint32_t live_nodes, leaves, max_depth_seen, internal_objects;
