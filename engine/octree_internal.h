@@ -292,6 +292,12 @@ bool oc_by_node_reserve(broadphase_world *w, octree *t);
 /* octree_refit.c: tightens slots [begin, end) (see tighten there); with windows (not NONE),
  * only into leaves of their subtrees. Returns the movers it made. */
 size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, uint32_t window2);
+/* octree_in_place.c: lays the subtrees under tops[0, top_count) (in slot order) out anew in the
+ * current slot buffer, each keeping its total, for the moves moves_tmp[0, moved) (slot order;
+ * source << 32 | a live leaf in the same subtree). With only_if_parallel, returns false without
+ * changing the tree when one part would hold most of the slots (the caller copies instead). */
+bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, size_t top_count,
+                         size_t moved, bool only_if_parallel);
 /* octree_windows.c: a refit step whose movers may wait: every few steps lays the next pair of
  * windows out anew in place, and the step before, tightens the window that turn will. `ahead`:
  * the window whose marks this step's refit kept (tightened at the step before), or NONE. False

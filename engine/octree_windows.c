@@ -6,17 +6,19 @@
  * wait, the tree is laid out a part at a time, and no step does much more than another:
  * - the windows are the root's subtrees (8 in 3D, 4 in 2D; 16 windows in 2D left the leaves
  *   looser, NOTES row 176). Every few steps two windows whose cells share a face are laid out
- *   anew, in place: their movers bound for a live leaf of either window go there (as many
- *   across in each direction, the first in slot order, so that each window keeps its total and
- *   no other slot moves), and one of the two, when due, has its leaves tightened into the two
- *   windows' leaves. Each pair comes once every WINDOW_ROUND steps, axis by axis, so a window
- *   comes back every few turns;
+ *   anew, in place (octree_in_place.c): their movers bound for a live leaf of either window go
+ *   there (as many across in each direction, the first in slot order, so that each window keeps
+ *   its total and no other slot moves), and one of the two, when due, has its leaves tightened
+ *   into the two windows' leaves, at the step before the turn where turns are far apart (2D).
+ *   Each pair comes once every WINDOW_ROUND steps, axis by axis, so a window comes back every
+ *   few turns;
  * - every LIGHT_ROUND steps, and at once when a mover that would wait lies outside its leaf's
  *   reach region (the refit sees it before the search, which would lose the flat list), a light
  *   relayout takes the movers no pair took (across unevenly, or between cells that share only
- *   an edge): every slot copied, nothing tightened. Every 8 steps, it was most of the update's
- *   periodic cost (1e5: 0.46 ms, against 0.30 for a pair of windows); every 32, the reach
- *   calls it every 18-20 steps in 3D (NOTES rows 263 and 266);
+ *   an edge): the whole tree laid out in place as well (octree_refit.c), nothing tightened.
+ *   Every 8 steps, it was most of the update's periodic cost (1e5: 0.46 ms, against 0.30 for a
+ *   pair of windows); every 32, the reach calls it every 18-20 steps in 3D (NOTES rows 263 and
+ *   266);
  * - neither makes, splits, merges or spares a node, so the leaves, and the flat list, stay. A
  *   full relayout still comes with objects new to the tree or removed from it (an id removed
  *   and added again before the step keeps its slot and is neither), an object that must move,
@@ -122,102 +124,6 @@ static void window_collect(size_t chunk, int worker, void *p) {
     }
 }
 
-/* Node n's objects that stay, in slots [begin, begin + stay), to [to, to + stay): since their
- * order within the node is free, only the part that does not land on itself moves, from one
- * end to the other (at most as many slots as the node shifts by). */
-static void shift_node(octree *t, uint32_t n, uint32_t begin, uint32_t stay, uint32_t to) {
-    uint32_t by = to < begin ? begin - to : to - begin, count = by < stay ? by : stay;
-    if (count == 0) return;
-    int b = t->slots.cur;
-    if (to < begin)
-        tree_copy_run(&t->slots, b, b, begin + stay - count, begin + stay, to, t->slot_node, n);
-    else
-        tree_copy_run(&t->slots, b, b, begin, begin + count, to + stay - count, t->slot_node, n);
-}
-
-/* What the in-place layout's passes read: the windows' nodes (list[0, split) the first window's,
- * list[split, nodes) the second's) and their movers (moves_tmp[0, moved[0]) and
- * [moved[0], moved[1])). */
-typedef struct in_place_ctx {
-    octree *t;
-    const uint32_t *list;
-    size_t split, nodes, moved[2];
-} in_place_ctx;
-
-/* A window's own part of the in-place layout (see lay_out_windows): its movers into the other
- * buffer at their places in moves_tmp (scratch, as that buffer was for the copy this replaced:
- * the next light or full relayout writes it before it is read); in each node, the objects that
- * stay packed to its front, the last ones into the holes the movers left; then the nodes' packed
- * objects shifted to their new slots, first those that shift down in slot order, in order, then
- * those that shift up, last first, so that none lands on objects that have not moved yet (at
- * each shift, the new slots of the node's stayers lie between where the earlier nodes' stayers
- * and the later nodes' stayers are at that moment; the arrivals, which fill the gaps, come after
- * every shift). */
-static void in_place_window(size_t side, int worker, void *p) {
-    (void)worker;
-    const in_place_ctx *c = p;
-    octree *t = c->t;
-    tree_slots *sl = &t->slots;
-    int cur = sl->cur;
-    size_t m = side ? c->moved[0] : 0, moved = c->moved[side];
-    for (size_t q = m; q < moved; q++)
-        tree_move_slot(sl, cur, (uint32_t)(t->moves_tmp[q] >> 32), 1 - cur, (uint32_t)q);
-    size_t first = side ? c->split : 0, last = side ? c->nodes : c->split;
-    for (size_t i = first; i < last; i++) {
-        uint32_t n = c->list[i];
-        const oc_node *node = &t->nodes[n];
-        uint32_t front = node->begin + t->own_count[n] - t->arrivals[n], from = node->end;
-        for (; m < moved && (uint32_t)(t->moves_tmp[m] >> 32) < node->end; m++) {
-            uint32_t hole = (uint32_t)(t->moves_tmp[m] >> 32);
-            if (hole >= front) continue;
-            do from--;
-            while (t->dest[from] != n);
-            tree_move_slot(sl, cur, from, cur, hole);
-        }
-        /* (dest is left as it is, as after any relayout: the next refit reads it as a hint) */
-    }
-    for (size_t i = first; i < last; i++) {
-        uint32_t n = c->list[i];
-        if (t->new_begin[n] < t->nodes[n].begin)
-            shift_node(t, n, t->nodes[n].begin, t->own_count[n] - t->arrivals[n], t->new_begin[n]);
-    }
-    for (size_t i = last; i-- > first;) {
-        uint32_t n = c->list[i];
-        if (t->new_begin[n] > t->nodes[n].begin)
-            shift_node(t, n, t->nodes[n].begin, t->own_count[n] - t->arrivals[n], t->new_begin[n]);
-    }
-}
-
-/* A window's arrivals, from the other buffer, behind the objects that stayed in their nodes. */
-static void in_place_arrivals(size_t side, int worker, void *p) {
-    (void)worker;
-    const in_place_ctx *c = p;
-    octree *t = c->t;
-    tree_slots *sl = &t->slots;
-    int cur = sl->cur;
-    size_t first = side ? c->split : 0, last = side ? c->nodes : c->split;
-    for (size_t i = first; i < last; i++) {
-        uint32_t n = c->list[i];
-        uint32_t at = t->new_begin[n] + t->own_count[n] - t->arrivals[n];
-        for (uint32_t q = t->arrive_first[n]; q < t->arrive_first[n] + t->arrivals[n]; q++, at++) {
-            tree_move_slot(sl, 1 - cur, (uint32_t)(t->moves[q] >> 32), cur, at);
-            t->slot_node[at] = n;
-            t->node_of[sl->sid[cur][at]] = n;
-        }
-    }
-}
-
-/* The live nodes of n's subtree into list[k...] in preorder, the order of the layout; returns
- * the new end of the list. */
-static size_t window_nodes(octree *t, uint32_t n, uint32_t *list, size_t k) {
-    list[k++] = n;
-    for (int j = 0; j < t->nchild; j++) {
-        uint32_t c = t->nodes[n].child[j];
-        if (c != NONE && !t->nodes[c].spare) k = window_nodes(t, c, list, k);
-    }
-    return k;
-}
-
 /* The window of node n (at the windows' level): its cell's index. */
 static uint32_t window_index(const octree *t, const oc_node *n) {
     uint32_t index = 0;
@@ -279,50 +185,9 @@ static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t
     }
     if (moved == 0) return;
     threads_for_chunks(w->workers, chunks, window_collect, &c);
-    /* Every node's count and arrivals, the moves grouped by destination in the order of the
-     * list; each window's total is unchanged. */
-    uint32_t *list = t->splits; /* by node; no split is under way */
-    size_t split = window_nodes(t, a, list, 0);
-    size_t nodes = window_nodes(t, b, list, split);
-    for (size_t i = 0; i < nodes; i++) {
-        uint32_t n = list[i];
-        t->own_count[n] = t->nodes[n].end - t->nodes[n].begin;
-        t->arrivals[n] = 0;
-    }
-    for (size_t m = 0; m < moved; m++) {
-        uint32_t s = (uint32_t)(t->moves_tmp[m] >> 32), d = (uint32_t)t->moves_tmp[m];
-        t->own_count[t->slot_node[s]]--;
-        t->own_count[d]++;
-        t->arrivals[d]++;
-    }
-    uint32_t at = c.begin[0], first = 0;
-    for (size_t i = 0; i < nodes; i++) {
-        uint32_t n = list[i];
-        if (i == split) at = c.begin[1];
-        t->new_begin[n] = at;
-        at += t->own_count[n];
-        t->arrive_first[n] = first;
-        first += t->arrivals[n];
-        t->arrivals[n] = 0;
-    }
-    for (size_t m = 0; m < moved; m++) {
-        uint32_t d = (uint32_t)t->moves_tmp[m];
-        t->moves[t->arrive_first[d] + t->arrivals[d]++] = (uint64_t)m << 32 | d;
-    }
-    /* The moves made in the current buffer itself (in_place_window, in_place_arrivals), each
-     * window on a worker: only the movers and the slots at the ends of nodes that shift are
-     * written, not the whole pair twice (into the other buffer and back: 0.36 of the 2D pair's
-     * 0.65 ms at moving2d 1e5, perf/NOTES.md row 288). */
-    in_place_ctx ip = {.t = t, .list = list, .split = split, .nodes = nodes};
-    ip.moved[0] = c.chunks0 < chunks ? c.out[c.chunks0] : moved;
-    ip.moved[1] = moved;
-    threads_for_chunks(w->workers, 2, in_place_window, &ip);
-    threads_for_chunks(w->workers, 2, in_place_arrivals, &ip);
-    for (size_t i = 0; i < nodes; i++) {
-        oc_node *node = &t->nodes[list[i]];
-        node->begin = t->new_begin[list[i]];
-        node->end = node->begin + t->own_count[list[i]];
-    }
+    /* Each window keeps its total: the two are laid out in place, each apart. */
+    const uint32_t tops[2] = {a, b};
+    oc_lay_out_in_place(w, t, tops, 2, moved, false);
 }
 
 /* The live nodes at the windows' level under n, into list (at most WINDOWS_MOST). */
