@@ -14,7 +14,8 @@
 
 enum {
     SEGMENTS_MOST = 64,  /* segments at most */
-    SEGMENT_LEAST = 4096 /* slots in a segment, at least, where it may end */
+    SEGMENTS_WANT = 16,  /* a segment ends, where it may, once it holds 1/16 of the slots ... */
+    SEGMENT_LEAST = 4096 /* ... or this many, if more */
 };
 
 /* Node n's objects that stay, in slots [begin, begin + stay), to [to, to + stay): since their
@@ -115,7 +116,7 @@ static size_t subtree_nodes(const octree *t, uint32_t n, uint32_t *list, size_t 
 }
 
 bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, size_t top_count,
-                         size_t moved, bool only_if_parallel) {
+                         size_t moved, bool may_refuse) {
     /* Every node's count and arrivals; where each begins anew, each subtree from its own first
      * slot; the moves grouped by destination in the order of the list (moves: the entry of
      * moves_tmp << 32 | node). */
@@ -159,7 +160,10 @@ bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, s
     size_t slots = 0;
     for (size_t k = 0; k < top_count; k++)
         slots += t->nodes[tops[k]].sub_end - t->nodes[tops[k]].begin;
-    size_t share = threads_chunk_size(slots, w->workers, SEGMENT_LEAST, slots);
+    /* (from the slots alone, not the workers: whether the caller copies instead must not
+     * depend on the thread count, since the copy keeps a node's stayers in slot order and this
+     * layout does not) */
+    size_t share = slots / SEGMENTS_WANT > SEGMENT_LEAST ? slots / SEGMENTS_WANT : SEGMENT_LEAST;
     in_place_ctx c = {.t = t, .list = list};
     size_t segments = 0, largest = 0;
     for (size_t k = 0; k < top_count; k++) {
@@ -168,7 +172,7 @@ bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, s
             uint32_t n = list[i];
             bool cut = i == top_at[k] ||
                        (t->new_begin[n] == t->nodes[n].begin && t->nodes[n].begin - from >= share &&
-                        segments < SEGMENTS_MOST - (top_count - k));
+                        segments + (top_count - k) <= SEGMENTS_MOST);
             if (!cut) continue;
             if (i != top_at[k] && t->nodes[n].begin - from > largest)
                 largest = t->nodes[n].begin - from;
@@ -188,8 +192,9 @@ bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, s
     }
     c.move_at[segments] = moved;
     /* One segment holding most of the slots would leave the other workers idle: the caller may
-     * rather copy every slot into the other buffer, in parallel. */
-    if (only_if_parallel && w->workers > 1 && largest > slots / 4 * 3) return false;
+     * rather copy every slot into the other buffer, in parallel (on one worker as well, for the
+     * same layout on every thread count). */
+    if (may_refuse && largest > slots / 4 * 3) return false;
     threads_for_chunks(w->workers, segments, in_place_segment, &c);
     threads_for_chunks(w->workers, segments, in_place_arrivals, &c);
     return true;

@@ -159,7 +159,7 @@ struct octree {
     /* A window tightened a step ahead of its turn (octree_windows.c): its slots [ahead_begin,
      * ahead_end) hold marks (dest) that the next refit keeps while their leaves hold the boxes;
      * none when the range is empty. ahead_kept: the marks that refit kept. */
-    uint32_t ahead_top, ahead_begin, ahead_end;
+    uint32_t ahead_top, ahead_other, ahead_begin, ahead_end; /* (ahead_other: its pair's) */
     size_t ahead_kept;
     bool built_empty;         /* the last update was a build of no objects (see tree_idle) */
     uint64_t base_cost, cost; /* sum over nodes of own^2, after the last rebuild and now */
@@ -198,6 +198,22 @@ static inline void to_grid(const octree *t, const float mn[3], const float mx[3]
         umin[k] = ((double)mn[k] - t->origin[k]) * t->scale;
         umax[k] = ((double)mx[k] - t->origin[k]) * t->scale;
     }
+}
+
+/* Whether the box's centre lies outside node n's cell, found in floats as n's region less the
+ * margin `inset` (the level's cell_margin in world units); step: -1, 0 or 1 along each axis,
+ * towards the cell that holds it (oc_tighten_range). */
+static inline bool oc_centre_steps(const octree *t, const oc_node *n, float inset,
+                                   const float mn[3], const float mx[3], int step[3]) {
+    bool out = false;
+    for (int k = 0; k < 3; k++) {
+        step[k] = 0;
+        if (k >= t->dims) continue;
+        float centre = 0.5f * mn[k] + 0.5f * mx[k];
+        step[k] = centre < n->hold_lo[k] + inset ? -1 : centre > n->hold_hi[k] - inset ? 1 : 0;
+        out |= step[k] != 0;
+    }
+    return out;
 }
 
 /* Is live node d in the subtree of live node top? Its cell lies inside top's: a live node's
@@ -294,10 +310,10 @@ bool oc_by_node_reserve(broadphase_world *w, octree *t);
 size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, uint32_t window2);
 /* octree_in_place.c: lays the subtrees under tops[0, top_count) (in slot order) out anew in the
  * current slot buffer, each keeping its total, for the moves moves_tmp[0, moved) (slot order;
- * source << 32 | a live leaf in the same subtree). With only_if_parallel, returns false without
+ * source << 32 | a live leaf in the same subtree). With may_refuse, returns false without
  * changing the tree when one part would hold most of the slots (the caller copies instead). */
 bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, size_t top_count,
-                         size_t moved, bool only_if_parallel);
+                         size_t moved, bool may_refuse);
 /* octree_windows.c: a refit step whose movers may wait: every few steps lays the next pair of
  * windows out anew in place, and the step before, tightens the window that turn will. `ahead`:
  * the window whose marks this step's refit kept (tightened at the step before), or NONE. False

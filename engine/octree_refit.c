@@ -157,6 +157,7 @@ static void refit_slots(size_t chunk, int worker, void *p) {
     uint32_t nodes = t->node_count;
     bool escaped = false, urgent = false, beyond = false;
     size_t ahead = t->ahead_begin, ahead_span = t->ahead_end - t->ahead_begin;
+    uint32_t ahead_top = t->ahead_top, ahead_other = t->ahead_other;
     /* When streaming (see tree_slots_stream), the new values are gathered a block at a time
      * and streamed column by column. */
     bool stream = tree_slots_stream(w, &t->slots);
@@ -175,12 +176,17 @@ static void refit_slots(size_t chunk, int worker, void *p) {
             uint32_t n = t->slot_node[s];
             const oc_node *node = &t->nodes[n];
             /* The common case: still inside its leaf's region, it stays; unless the step before
-             * tightened it into another leaf (octree_windows.c) that still holds it. */
+             * tightened it into another leaf of the pair (octree_windows.c) that still holds it,
+             * its centre still outside its cell (not a mover of the last step that came back). */
             if (node->leaf && in_hold(node, mn, mx)) {
                 if (s - ahead < ahead_span) {
                     uint32_t to = t->dest[s];
+                    int step[3];
                     if (to != n && to < nodes && t->nodes[to].leaf && !t->nodes[to].spare &&
-                        in_hold(&t->nodes[to], mn, mx)) {
+                        in_hold(&t->nodes[to], mn, mx) &&
+                        (oc_in_subtree(t, to, ahead_top) || oc_in_subtree(t, to, ahead_other)) &&
+                        oc_centre_steps(t, node, (float)(t->cell_margin[node->level] / t->scale),
+                                        mn, mx, step)) {
                         movers++;
                         kept++;
                         continue;
@@ -285,19 +291,13 @@ size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, ui
         if (t->dest[s] != n) continue;
         const oc_node *node = &t->nodes[n];
         if (!node->leaf) continue;
-        float in = inset[node->level];
-        bool out = false;
-        int step[3] = {0, 0, 0};
+        int step[3];
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
             mn[k] = t->slots.smin[b][k][s];
             mx[k] = t->slots.smax[b][k][s];
-            if (k >= t->dims) continue;
-            float centre = 0.5f * mn[k] + 0.5f * mx[k];
-            step[k] = centre < node->hold_lo[k] + in ? -1 : centre > node->hold_hi[k] - in ? 1 : 0;
-            out |= step[k] != 0;
         }
-        if (!out) continue;
+        if (!oc_centre_steps(t, node, inset[node->level], mn, mx, step)) continue;
         uint32_t d = neighbour_leaf(t, n, step, mn, mx);
         if (d == NONE) {
             double umin[3], umax[3];

@@ -33,8 +33,9 @@ enum {
     WINDOW_LEVEL = 1,    /* the windows are the subtrees at this level */
     WINDOWS_MOST = 8,    /* windows at most (the cells of WINDOW_LEVEL) */
     WINDOW_CHUNKS = 256, /* chunks of a pair of windows' slots, at most */
-    /* Turns at least this many steps apart tighten their window at the step before
-     * (tighten_ahead). A turn every 3 steps (3D's 12 pairs) is a third of the frames, not a
+    /* Turns at least this many steps apart (2D's 4 pairs, or a 3D tree with few windows)
+     * tighten their window at the step before (tighten_ahead). A turn every 3 steps (3D's 12
+     * pairs) is a third of the frames, not a
      * spike, and tightening at the step before only put the cost on another third: the update's
      * median at moving 1e5 rose from 0.74-0.79 to 0.77-0.85 ms (perf/NOTES.md, row 294). */
     AHEAD_STRIDE = 4
@@ -242,6 +243,7 @@ static void tighten_ahead(broadphase_world *w, octree *t, uint32_t a, uint32_t b
     threads_for_chunks(w->workers, threads_chunk_count(c.end - c.begin, c.chunk),
                        tighten_ahead_chunk, &c);
     t->ahead_top = c.top;
+    t->ahead_other = c.other;
     t->ahead_begin = (uint32_t)c.begin;
     t->ahead_end = (uint32_t)c.end;
 }

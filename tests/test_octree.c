@@ -1422,6 +1422,95 @@ TEST(quadtree_windows_spread_relayouts) {
     windows_spread(2);
 }
 
+/* The tree as broadphase_visit_nodes shows it, hashed: every node's place, counts and its own
+ * objects' ids in the node's order (FNV-1a over the words). */
+static bool hash_node(const broadphase_node *node, void *user) {
+    uint64_t *h = user;
+    uint32_t words[4] = {node->index, node->parent, (uint32_t)node->object_count,
+                         (uint32_t)node->subtree_count};
+    for (int i = 0; i < 4; i++) *h = (*h ^ words[i]) * 1099511628211ull;
+    for (size_t i = 0; i < node->object_count; i++) *h = (*h ^ node->ids[i]) * 1099511628211ull;
+    return true;
+}
+
+static uint64_t layout_hash(const broadphase_world *w) {
+    uint64_t h = 1469598103934665603ull;
+    CHECK(broadphase_visit_nodes(w, hash_node, &h) == BROADPHASE_OK);
+    return h;
+}
+
+/* The slots' layout, not only the pairs, is the same for every thread count: the windows and
+ * the light relayouts laid out in place (octree_in_place.c, cut into segments for the workers)
+ * and the copies they fall back on choose from the objects and the step count alone, so the
+ * trees and each node's order of objects stay equal, frame after frame. (Found by a review: the
+ * in-place light relayout once fell back on the copy by the worker count, and the copy keeps a
+ * node's objects in another order.) The pairs are compared between the worlds; the oracle has
+ * its own tests (windows_spread, slow_drift), and would cost 24,000 squared tests a frame. */
+static void layout_across_threads(int dims, size_t n) {
+    static const variant v[] = {
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 1, 0, 0},
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 2, 0, 0},
+        {BROADPHASE_UPDATE_REFIT, 1.5f, 3, 0, 0},
+    };
+    scene src, s;
+    bench b;
+    open_moving(dims, n, 123, v, sizeof v / sizeof v[0], &src, &s, &b);
+    enum { FRAMES = 70 };
+    for (int f = 0; f < FRAMES; f++) {
+        TEST_CONTEXT("%dD layout across threads, %zu objects, frame %d", dims, n, f);
+        for (size_t i = 0; i < s.count; i++) {
+            float lo[3], hi[3], c[3], r;
+            scene_object(&src, i, lo, hi, c, &r);
+            put_box(&s, i, lo, hi);
+        }
+        for (int i = 0; i < b.count; i++)
+            CHECK_EQ_INT(f == 0 ? add_range(&s, b.w[i], 0, s.count, b.ids)
+                                : move_range(&s, b.w[i], 0, s.count, b.ids),
+                         BROADPHASE_OK);
+        broadphase_pairs first = step_ok(b.w[0]);
+        for (int i = 1; i < b.count; i++) {
+            TEST_CONTEXT("%dD layout across threads, %zu objects, frame %d: %s", dims, n, f,
+                         b.name[i]);
+            broadphase_pairs p = step_ok(b.w[i]);
+            CHECK(p.count == first.count &&
+                  (p.count == 0 || memcmp(p.data, first.data, p.count * sizeof *p.data) == 0));
+        }
+        scene_advance(&src);
+        uint64_t h = layout_hash(b.w[0]);
+        for (int i = 1; i < b.count; i++) {
+            TEST_CONTEXT("%dD layout across threads, %zu objects, frame %d: %s", dims, n, f,
+                         b.name[i]);
+            CHECK(layout_hash(b.w[i]) == h);
+        }
+    }
+    broadphase_stats first = stats_of(b.w[0]);
+    printf("  %dD, %zu objects: %llu pairs of windows, %llu relayouts\n", dims, n,
+           (unsigned long long)first.window_relayouts, (unsigned long long)first.relayouts);
+    CHECK(first.window_relayouts > 0);
+    CHECK(first.relayouts > 0);
+    for (int i = 1; i < b.count; i++) {
+        TEST_CONTEXT("%dD layout across threads, %zu objects, end: %s", dims, n, b.name[i]);
+        broadphase_stats st = stats_of(b.w[i]);
+        CHECK(st.window_relayouts == first.window_relayouts);
+        CHECK(st.relayouts == first.relayouts);
+    }
+    bench_close(&b);
+    scene_free(&s);
+    scene_free(&src);
+}
+
+/* (6,000 objects: one or two segments, so that a light relayout often falls back on the copy;
+ * 24,000: several segments) */
+TEST(octree_layout_same_for_every_thread_count) {
+    layout_across_threads(3, 6000);
+    layout_across_threads(3, 24000);
+}
+
+TEST(quadtree_layout_same_for_every_thread_count) {
+    layout_across_threads(2, 6000);
+    layout_across_threads(2, 24000);
+}
+
 /* Churn as games do it: every frame a few objects are removed and as many added.
  * - `same`: removed first, so that the additions take the ids just freed and each object gets
  *   its own id back before the step. The tree keeps their slots (a removed id added again is
