@@ -808,7 +808,8 @@ static void light_collect(size_t chunk, int worker, void *p) {
  * oc_window_turn says so, and when a leaf's bounds left its reach region (the flat search could
  * not run). Laid out in place (octree_in_place.c): a hundred movers at moving2d 1e5 no longer
  * copy every slot into the other buffer, 0.34-0.48 ms of a 0.5-0.85 ms step (perf/NOTES.md,
- * row 295); every slot is copied only where the in-place layout would fall on one worker. */
+ * rows 296-297); every slot is copied only where one segment of the in-place layout would hold
+ * more than 3/4 of them. */
 static void light_relayout(broadphase_world *w, octree *t, size_t chunks) {
     oc_ctx c = {w, t};
     t->light_layouts++;

@@ -35,11 +35,10 @@ enum {
     WINDOW_CHUNKS = 256, /* chunks of a pair of windows' slots, at most */
     /* Turns at least this many steps apart (2D's 4 pairs, or a 3D tree with few windows)
      * tighten their window at the step before (tighten_ahead). A turn every 3 steps (3D's 12
-     * pairs) is a third of the frames, not a
-     * spike, and tightening at the step before only put the cost on another third: the update's
-     * median at moving 1e5 rose from 0.74-0.79 to 0.77-0.85 ms (perf/NOTES.md, row 294). */
+     * pairs) is a third of the frames, not a spike, and tightening at the step before only put
+     * the cost on another third: the update's median at moving 1e5 rose from 0.74-0.79 to
+     * 0.77-0.85 ms (perf/NOTES.md, row 294). */
     AHEAD_STRIDE = 4
-
 };
 
 typedef struct window_ctx {
