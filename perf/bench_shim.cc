@@ -4,10 +4,12 @@
 // library's structure) is included.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "broadphase.h"
 #include "peers.h"
@@ -39,6 +41,23 @@ bench_run *acquire(size_t index, std::string &error) {
     return cache.run;
 }
 
+// BROADPHASE_BENCH_GAUGE=1: the host gauge (machine.h) after every frame, outside the timing.
+bool gauge_wanted() {
+    const char *g = std::getenv("BROADPHASE_BENCH_GAUGE");
+    return g && *g && *g != '0';
+}
+
+// Median of v (sorted in place), and the 99th percentile (nearest rank) and worst over it.
+void series(std::vector<double> &v, double *median, double *p99, double *worst) {
+    *median = *p99 = *worst = 0;
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *p99 = v[(99 * n + 99) / 100 - 1];
+    *worst = v[n - 1];
+}
+
 void run_case(benchmark::State &state, size_t index) {
     std::string error;
     bench_run *run = acquire(index, error);
@@ -53,6 +72,11 @@ void run_case(benchmark::State &state, size_t index) {
     double round_trip = machine_round_trip_ns(MACHINE_ROUND_TRIPS);
     bench_reset_totals(run);
     bool moving = bench_is_moving(run) != 0;
+    int threads = bench_case_threads(index);
+    machine_gauge *gauge =
+        gauge_wanted() ? machine_gauge_start(threads > 0 ? threads : bench_hardware_threads())
+                       : nullptr;
+    std::vector<double> gauged;
     for (auto _ : state) {
         if (moving) {
             state.PauseTiming();
@@ -64,7 +88,13 @@ void run_case(benchmark::State &state, size_t index) {
             state.SkipWithError(bench_status_string(status));
             break;
         }
+        if (gauge) {
+            state.PauseTiming();
+            gauged.push_back(machine_gauge_run(gauge));
+            state.ResumeTiming();
+        }
     }
+    machine_gauge_stop(gauge);
     size_t items = bench_case_items(index);
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(items));
     state.counters["pairs"] = bench_last_pairs(run);
@@ -82,6 +112,15 @@ void run_case(benchmark::State &state, size_t index) {
     state.counters["frame_p99_ms"] = p99;
     state.counters["frame_worst_ms"] = worst;
     state.counters["frames"] = static_cast<double>(state.iterations());
+    // The host gauge's times (BROADPHASE_BENCH_GAUGE): a frame figure cannot be steadier than
+    // the same fixed work was in the same run.
+    if (!gauged.empty()) {
+        double g_median, g_p99, g_worst;
+        series(gauged, &g_median, &g_p99, &g_worst);
+        state.counters["gauge_median_ms"] = g_median;
+        state.counters["gauge_p99_ratio"] = g_median > 0 ? g_p99 / g_median : 0;
+        state.counters["gauge_worst_ratio"] = g_median > 0 ? g_worst / g_median : 0;
+    }
 }
 
 // The peer libraries compiled in, comma-separated, for the JSON context.

@@ -15,6 +15,18 @@ double machine_round_trip_ns(int rounds);
 /* The exchanges of the runner's and the benchmarks' probes: 1-3 ms. */
 enum { MACHINE_ROUND_TRIPS = 4000 };
 
+/* The host gauge: the same fixed piece of work, on `threads` threads that start together and
+ * are waited for together, as a step's parallel passes are (private arrays of 64 KiB a thread,
+ * summed over and over: no memory is shared, nothing depends on the engine). Run between a
+ * run's frames, its times show what the host does to a piece of work that never changes: a
+ * frame figure cannot be steadier than the gauge of the same run (perf/NOTES.md, row 303).
+ * machine_gauge_start returns NULL when a thread or the arrays cannot be made. */
+typedef struct machine_gauge machine_gauge;
+machine_gauge *machine_gauge_start(int threads);
+/* One round of the fixed work; its wall time in milliseconds. */
+double machine_gauge_run(machine_gauge *g);
+void machine_gauge_stop(machine_gauge *g);
+
 #ifdef __cplusplus
 }
 #endif

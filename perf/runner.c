@@ -61,6 +61,7 @@ typedef struct options {
     bool crowd_routes_set;
     bool fixed_threads; /* --fixed-threads: config.fixed_threads */
     int load;           /* --load: spinning processes beside the frames (perf/load.h) */
+    bool gauge;         /* --gauge: the host gauge after every step (perf/machine.h) */
 } options;
 
 static const char *const method_names[] = {
@@ -151,6 +152,9 @@ static void usage(FILE *out) {
         "  --load K              K processes spinning beside the run (other work taking the\n"
         "                        cores), from before the world is made to after the last\n"
         "                        frame (default 0)\n"
+        "  --gauge               after every step, the host gauge (perf/machine.h): the same\n"
+        "                        fixed work on --threads threads, timed; a column, and in\n"
+        "                        the summary how steady the host kept it\n"
         "  --soak-sample K       objects checked per frame in the soak (default 16)\n"
         "  --soak-csv FILE       the soak's memory and step figures every 1000 frames, as CSV\n"
         "  --help                this text\n"
@@ -229,6 +233,10 @@ static int parse_options(int argc, char **argv, options *o) {
         if (strcmp(arg, "--verbose") == 0) {
             o->verbose = true;
             o->levels = true;
+            continue;
+        }
+        if (strcmp(arg, "--gauge") == 0) {
+            o->gauge = true;
             continue;
         }
         if (strcmp(arg, "--fixed-threads") == 0) {
@@ -750,7 +758,7 @@ static void checker_free(checker *c) {
 /* ---- the run --------------------------------------------------------------------------------- */
 
 typedef struct frame_times {
-    double *step, *move, *frame, *update, *search, *output, *check, *scratch;
+    double *step, *move, *frame, *update, *search, *output, *check, *scratch, *gauge;
     size_t *pairs;
 } frame_times;
 
@@ -900,6 +908,32 @@ static void print_series(const char *name, const double *v, size_t n, double *sc
     printf("  %-10s %12.3f %12.3f %12.3f %12.3f\n", name, r.median, r.p99, r.worst, r.min);
 }
 
+/* The host gauge's series (frames 1 on, as the frame's), how steady it was, and the frames with
+ * a gauge past GAUGE_CALM times its median on either side (the one before the frame's move, the
+ * one after its step): the host disturbed those, or the time around them. The frame's figures
+ * over the other frames are printed for reading only: every frame counts in the frame's own. */
+#define GAUGE_CALM 1.25
+static void print_gauge(frame_times *ft, size_t n, int threads) {
+    print_series("gauge", ft->gauge + 1, n - 1, ft->scratch);
+    series g = series_stats(ft->gauge + 1, n - 1, ft->scratch);
+    double *others = malloc(n * sizeof *others);
+    size_t calm = 0;
+    for (size_t f = 1; f < n && others; f++)
+        if (ft->gauge[f] <= GAUGE_CALM * g.median && ft->gauge[f - 1] <= GAUGE_CALM * g.median)
+            others[calm++] = ft->frame[f];
+    printf("host gauge: the same work on %d thread%s after every step, p99 %.2fx and worst %.2fx "
+           "its median; %zu of %zu frames beside a gauge past %.2fx",
+           threads, threads == 1 ? "" : "s", g.p99 / g.median, g.worst / g.median, n - 1 - calm,
+           n - 1, GAUGE_CALM);
+    if (calm > 0) {
+        series c = series_stats(others, calm, ft->scratch);
+        printf("; the frame over the others: median %.3f, p99 %.3f (%.2fx), worst %.3f (%.2fx) ms",
+               c.median, c.p99, c.p99 / c.median, c.worst, c.worst / c.median);
+    }
+    printf("\n");
+    free(others);
+}
+
 int main(int argc, char **argv) {
     options o;
     int parsed = parse_options(argc, argv, &o);
@@ -1002,11 +1036,14 @@ int main(int argc, char **argv) {
     ft.check = malloc(nf * sizeof(double));
     ft.scratch = malloc(nf * sizeof(double));
     ft.pairs = malloc(nf * sizeof(size_t));
+    ft.gauge = o.gauge ? malloc(nf * sizeof(double)) : NULL;
+    machine_gauge *gauge = o.gauge ? machine_gauge_start(threads_shown) : NULL;
     checker chk = {0};
     bool check_failed = false;
     size_t frames_done = 0;
     if (!ids || (full_check && !oracle_ids) || !ft.step || !ft.move || !ft.frame || !ft.update ||
-        !ft.search || !ft.output || !ft.check || !ft.scratch || !ft.pairs) {
+        !ft.search || !ft.output || !ft.check || !ft.scratch || !ft.pairs ||
+        (o.gauge && (!ft.gauge || !gauge))) {
         fprintf(stderr, "broadphase-run: out of memory\n");
         goto done;
     }
@@ -1071,8 +1108,8 @@ int main(int argc, char **argv) {
     bool lines = !o.quiet && (o.frames <= RUNNER_PER_FRAME_LINES_MAX || o.verbose);
     bool bar = !lines && isatty(fileno(stderr));
     if (lines) {
-        printf("%6s %12s %10s %10s %10s %10s %10s\n", "frame", "pairs", "step ms", "update ms",
-               "search ms", "output ms", "move ms");
+        printf("%6s %12s %10s %10s %10s %10s %10s%s\n", "frame", "pairs", "step ms", "update ms",
+               "search ms", "output ms", "move ms", o.gauge ? "   gauge ms" : "");
     }
     double run_start = now_ms();
     size_t begun_total = 0, ended_total = 0;
@@ -1110,6 +1147,7 @@ int main(int argc, char **argv) {
         ft.search[f] = stats.search_ms;
         ft.output[f] = stats.output_ms;
         ft.pairs[f] = pairs.count;
+        if (gauge) ft.gauge[f] = machine_gauge_run(gauge);
         frames_done = f + 1;
         if (o.events) {
             broadphase_events ev;
@@ -1122,8 +1160,10 @@ int main(int argc, char **argv) {
             ended_total += ev.ended.count;
         }
         if (lines) {
-            printf("%6zu %12zu %10.3f %10.3f %10.3f %10.3f %10.3f\n", f, pairs.count, step_ms,
+            printf("%6zu %12zu %10.3f %10.3f %10.3f %10.3f %10.3f", f, pairs.count, step_ms,
                    stats.update_ms, stats.search_ms, stats.output_ms, move_ms);
+            if (gauge) printf(" %10.3f", ft.gauge[f]);
+            printf("\n");
             fflush(stdout);
         }
 
@@ -1186,6 +1226,7 @@ int main(int argc, char **argv) {
         for (size_t f = 1; f < n; f++) ft.frame[f] = ft.move[f] + ft.step[f];
         print_series("frame", ft.frame + 1, n - 1, ft.scratch);
     }
+    if (gauge && n > 1) print_gauge(&ft, n, threads_shown);
     if (o.check && !check_failed) print_series("check", ft.check, n, ft.scratch);
     if (n > 0) {
         double median = series_stats(ft.step, n, ft.scratch).median;
@@ -1268,6 +1309,8 @@ done:
     free(ft.check);
     free(ft.scratch);
     free(ft.pairs);
+    free(ft.gauge);
+    machine_gauge_stop(gauge);
     scene_free(&s);
     return exit_code;
 }
