@@ -760,7 +760,49 @@ static void checker_free(checker *c) {
 typedef struct frame_times {
     double *step, *move, *frame, *update, *search, *output, *check, *scratch, *gauge;
     size_t *pairs;
+    char *work; /* what the step did to the tree (frame_work) */
 } frame_times;
+
+/* What a step did to the tree, from the statistics before and after it: 'R' rebuilt it, 'L'
+ * laid every object out anew (the octree's full and light relayouts), 'W' laid a pair of the
+ * octree's windows out, '-' none of these (a refit alone, or no update). */
+static char frame_work(const broadphase_stats *before, const broadphase_stats *after) {
+    if (after->rebuilds != before->rebuilds) return 'R';
+    if (after->relayouts != before->relayouts) return 'L';
+    if (after->window_relayouts != before->window_relayouts) return 'W';
+    return '-';
+}
+
+/* The frames (1 on) by what their step did to the tree: how many, and the median frame of each
+ * kind against the median of the plain ones ('-'), the periodic work's own cost as a user
+ * feels it; then the plain frames' p99 and worst, what is left when that work is set apart. */
+static void print_work(const frame_times *ft, size_t n) {
+    static const char kinds[] = "-WLR";
+    static const char *const names[] = {"plain", "pair of windows", "relayout", "rebuild"};
+    double *v = malloc(n * sizeof *v);
+    if (!v) return;
+    double plain = 0.0;
+    printf("frames by the tree's work:");
+    for (int k = 0; k < 4; k++) {
+        size_t m = 0;
+        for (size_t f = 1; f < n; f++)
+            if (ft->work[f] == kinds[k]) v[m++] = ft->frame[f];
+        if (m == 0) continue;
+        series r = series_stats(v, m, ft->scratch);
+        if (k == 0) {
+            plain = r.median;
+            printf(" plain %zu (median %.3f, p99 %.3f, worst %.3f ms)", m, r.median, r.p99,
+                   r.worst);
+        } else if (plain > 0.0) {
+            printf("; %s %zu (median %.2fx the plain, worst %.2fx)", names[k], m, r.median / plain,
+                   r.worst / plain);
+        } else {
+            printf("; %s %zu (median %.3f ms)", names[k], m, r.median);
+        }
+    }
+    printf("\n");
+    free(v);
+}
 
 static void progress(size_t done, size_t total, double elapsed_ms, bool final) {
     static double last_draw = -1e9;
@@ -1037,12 +1079,13 @@ int main(int argc, char **argv) {
     ft.scratch = malloc(nf * sizeof(double));
     ft.pairs = malloc(nf * sizeof(size_t));
     ft.gauge = o.gauge ? malloc(nf * sizeof(double)) : NULL;
+    ft.work = malloc(nf);
     machine_gauge *gauge = o.gauge ? machine_gauge_start(threads_shown) : NULL;
     checker chk = {0};
     bool check_failed = false;
     size_t frames_done = 0;
     if (!ids || (full_check && !oracle_ids) || !ft.step || !ft.move || !ft.frame || !ft.update ||
-        !ft.search || !ft.output || !ft.check || !ft.scratch || !ft.pairs ||
+        !ft.search || !ft.output || !ft.check || !ft.scratch || !ft.pairs || !ft.work ||
         (o.gauge && (!ft.gauge || !gauge))) {
         fprintf(stderr, "broadphase-run: out of memory\n");
         goto done;
@@ -1108,10 +1151,12 @@ int main(int argc, char **argv) {
     bool lines = !o.quiet && (o.frames <= RUNNER_PER_FRAME_LINES_MAX || o.verbose);
     bool bar = !lines && isatty(fileno(stderr));
     if (lines) {
-        printf("%6s %12s %10s %10s %10s %10s %10s%s\n", "frame", "pairs", "step ms", "update ms",
-               "search ms", "output ms", "move ms", o.gauge ? "   gauge ms" : "");
+        printf("%6s %12s %10s %10s %10s %10s %10s%s %4s\n", "frame", "pairs", "step ms",
+               "update ms", "search ms", "output ms", "move ms", o.gauge ? "   gauge ms" : "",
+               "work");
     }
     double run_start = now_ms();
+    broadphase_stats last_stats = {0};
     size_t begun_total = 0, ended_total = 0;
     for (size_t f = 0; f < o.frames; f++) {
         double move_ms = 0.0;
@@ -1147,6 +1192,8 @@ int main(int argc, char **argv) {
         ft.search[f] = stats.search_ms;
         ft.output[f] = stats.output_ms;
         ft.pairs[f] = pairs.count;
+        ft.work[f] = frame_work(&last_stats, &stats);
+        last_stats = stats;
         if (gauge) ft.gauge[f] = machine_gauge_run(gauge);
         frames_done = f + 1;
         if (o.events) {
@@ -1163,7 +1210,7 @@ int main(int argc, char **argv) {
             printf("%6zu %12zu %10.3f %10.3f %10.3f %10.3f %10.3f", f, pairs.count, step_ms,
                    stats.update_ms, stats.search_ms, stats.output_ms, move_ms);
             if (gauge) printf(" %10.3f", ft.gauge[f]);
-            printf("\n");
+            printf(" %4c\n", ft.work[f]);
             fflush(stdout);
         }
 
@@ -1226,6 +1273,7 @@ int main(int argc, char **argv) {
         for (size_t f = 1; f < n; f++) ft.frame[f] = ft.move[f] + ft.step[f];
         print_series("frame", ft.frame + 1, n - 1, ft.scratch);
     }
+    if (n > 1) print_work(&ft, n);
     if (gauge && n > 1) print_gauge(&ft, n, threads_shown);
     if (o.check && !check_failed) print_series("check", ft.check, n, ft.scratch);
     if (n > 0) {
@@ -1310,6 +1358,7 @@ done:
     free(ft.scratch);
     free(ft.pairs);
     free(ft.gauge);
+    free(ft.work);
     machine_gauge_stop(gauge);
     scene_free(&s);
     return exit_code;
