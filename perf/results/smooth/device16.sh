@@ -7,7 +7,7 @@
 B=$1
 O=${2:-.}
 PART=${3:-all} # all; load2: the load runs alone; load3: those without --fixed-threads
-run() { echo "== $*"; "$B" "$@" --quiet 2>&1 | grep -E "^  (step|frame)|^first frame|^threads:|^structure"; }
+run() { echo "== $*"; "$B" "$@" --quiet --gauge 2>&1 | grep -E "^  (step|frame|gauge)|^first frame|^threads:|^structure|^frames by|^host gauge"; }
 {
     nproc
     for n in 10000 100000; do
