@@ -8,6 +8,7 @@
 #include "crowd.h"
 #include "peers.h"
 #include "scenes.h"
+#include "series.h"
 
 #include <math.h>
 #include <sched.h>
@@ -959,19 +960,12 @@ int bench_frame(bench_run *r) {
     return status;
 }
 
-static int cmp_ms(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void bench_frame_stats(bench_run *r, double *median, double *p99, double *worst) {
     size_t n = r->frame_series < BENCH_FRAME_SERIES ? r->frame_series : BENCH_FRAME_SERIES;
-    *median = *p99 = *worst = 0.0;
-    if (n == 0) return;
-    qsort(r->frame_ms, n, sizeof *r->frame_ms, cmp_ms); /* the order is not needed again */
-    *median = n % 2 ? r->frame_ms[n / 2] : 0.5 * (r->frame_ms[n / 2 - 1] + r->frame_ms[n / 2]);
-    *p99 = r->frame_ms[(99 * n + 99) / 100 - 1];
-    *worst = r->frame_ms[n - 1];
+    series f = series_sorted(r->frame_ms, n); /* the order is not needed again */
+    *median = f.median;
+    *p99 = f.p99;
+    *worst = f.worst;
     r->frame_series = 0;
 }
 

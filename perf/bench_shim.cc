@@ -4,7 +4,6 @@
 // library's structure) is included.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include "bench.h"
 #include "load.h"
 #include "machine.h"
+#include "series.h"
 
 namespace {
 
@@ -45,17 +45,6 @@ bench_run *acquire(size_t index, std::string &error) {
 bool gauge_wanted() {
     const char *g = std::getenv("BROADPHASE_BENCH_GAUGE");
     return g && *g && *g != '0';
-}
-
-// Median of v (sorted in place), and the 99th percentile (nearest rank) and worst over it.
-void series(std::vector<double> &v, double *median, double *p99, double *worst) {
-    *median = *p99 = *worst = 0;
-    if (v.empty()) return;
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    *p99 = v[(99 * n + 99) / 100 - 1];
-    *worst = v[n - 1];
 }
 
 void run_case(benchmark::State &state, size_t index) {
@@ -115,11 +104,10 @@ void run_case(benchmark::State &state, size_t index) {
     // The host gauge's times (BROADPHASE_BENCH_GAUGE): a frame figure cannot be steadier than
     // the same fixed work was in the same run.
     if (!gauged.empty()) {
-        double g_median, g_p99, g_worst;
-        series(gauged, &g_median, &g_p99, &g_worst);
-        state.counters["gauge_median_ms"] = g_median;
-        state.counters["gauge_p99_ratio"] = g_median > 0 ? g_p99 / g_median : 0;
-        state.counters["gauge_worst_ratio"] = g_median > 0 ? g_worst / g_median : 0;
+        series g = series_sorted(gauged.data(), gauged.size());
+        state.counters["gauge_median_ms"] = g.median;
+        state.counters["gauge_p99_ratio"] = g.median > 0 ? g.p99 / g.median : 0;
+        state.counters["gauge_worst_ratio"] = g.median > 0 ? g.worst / g.median : 0;
     }
 }
 

@@ -2,6 +2,7 @@
 #include "crowd_run.h"
 
 #include "machine.h"
+#include "series.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,19 +15,12 @@ static double clock_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median, 99th percentile (nearest rank), worst of v[0..n), sorted in place. */
+/* Median, 99th percentile (nearest rank), worst of v[0..n), sorted in place (series.h). */
 static void figures(double *v, size_t n, double out[3]) {
-    out[0] = out[1] = out[2] = 0.0;
-    if (n == 0) return;
-    qsort(v, n, sizeof *v, cmp_double);
-    out[0] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    out[1] = v[(99 * n + 99) / 100 - 1];
-    out[2] = v[n - 1];
+    series f = series_sorted(v, n);
+    out[0] = f.median;
+    out[1] = f.p99;
+    out[2] = f.worst;
 }
 
 /* The last frame around agent `who`: the agents within 5 neighbour distances of it as dots,

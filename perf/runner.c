@@ -3,6 +3,7 @@
  * below 200 000 objects, exact predicates on sampled objects above). */
 #include "broadphase.h"
 #include "machine.h"
+#include "series.h"
 #include "scenes.h"
 #include "load.h"
 #include "crowd_run.h"
@@ -367,33 +368,15 @@ static int cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_size(const void *a, const void *b) {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     return (x > y) - (x < y);
 }
 
-typedef struct series {
-    double median, p99, worst, min;
-} series;
-
-/* Median, 99th percentile (nearest rank), worst and minimum of a series; sorts a copy kept in
- * scratch. */
+/* The figures of a series (series.h), from a copy sorted in scratch. */
 static series series_stats(const double *v, size_t n, double *scratch) {
-    series r = {0};
-    if (n == 0) return r;
-    memcpy(scratch, v, n * sizeof *v);
-    qsort(scratch, n, sizeof *scratch, cmp_double);
-    r.min = scratch[0];
-    r.worst = scratch[n - 1];
-    r.median = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
-    size_t rank = (99 * n + 99) / 100; /* ceil(0.99 n), 1-based */
-    r.p99 = scratch[rank - 1];
-    return r;
+    if (n > 0) memcpy(scratch, v, n * sizeof *v);
+    return series_sorted(scratch, n);
 }
 
 static void api_error(broadphase_world *w, const char *call, size_t frame, broadphase_status st) {
