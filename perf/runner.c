@@ -942,8 +942,9 @@ static void print_gauge(frame_times *ft, size_t n, int threads) {
     print_series("gauge", ft->gauge + 1, n - 1, ft->scratch);
     series g = series_stats(ft->gauge + 1, n - 1, ft->scratch);
     double *others = malloc(n * sizeof *others);
+    if (!others) return;
     size_t calm = 0;
-    for (size_t f = 1; f < n && others; f++)
+    for (size_t f = 1; f < n; f++)
         if (ft->gauge[f] <= GAUGE_CALM * g.median && ft->gauge[f - 1] <= GAUGE_CALM * g.median)
             others[calm++] = ft->frame[f];
     printf("host gauge: the same work on %d thread%s after every step, p99 %.2fx and worst %.2fx "
