@@ -1,4 +1,4 @@
-/* The runner's SVG pictures (perf/svg.c), read back element by element: one element per object
+/* The runner's SVG pictures (perf/common/svg.c), read back element by element: one element per object
  * with its id, one per node broadphase_visit_nodes shows, and the highlighted objects exactly the
  * library's answers (the last step's pairs, a box query's hits and candidates, a ray's hits and
  * its first hit), for every method, in 2D and projected from 3D, with static objects and objects

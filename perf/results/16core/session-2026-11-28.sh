@@ -10,7 +10,7 @@
 #   kdbuild.txt      the kd-tree's rebuild at 1e6, base and new alternated, 2 and 16 threads
 #   smooth2.txt      issue 33's frame figures on two pinned cores (2 threads)
 #   load2.txt        issue 33's load figures on two pinned cores, one spinning process
-#   bench-threads-16core.json  the thread sweep (perf/run_standard.sh --threads-sweep)
+#   bench-threads-16core.json  the thread sweep (perf/bench/run_sets.sh --threads-sweep)
 D=${1:?the folder with run_new, run_base, bench, lib}
 O=${2:?the output folder}
 T0=$(date +%s)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 33's cases, each frame's line with what the step did to the tree and the host gauge
-# beside it (broadphase-run --gauge, perf/machine.h), one run after another:
+# beside it (broadphase-run --gauge, perf/common/machine.h), one run after another:
 #   bash perf/results/smooth/gauge.sh build/release/broadphase-run OUT_FILE [ROUNDS]
 # The summary lines of every run go to OUT_FILE; each run's frame lines to OUT_FILE.d/.
 B=$1

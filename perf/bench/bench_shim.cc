@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     benchmark::AddCustomContext("broadphase_hardware_threads",
                                 std::to_string(bench_hardware_threads()));
     benchmark::AddCustomContext("broadphase_peers", peers_built());
-    // BROADPHASE_BENCH_LOAD=K: K processes spinning beside every case (perf/load.h), for the
+    // BROADPHASE_BENCH_LOAD=K: K processes spinning beside every case (perf/common/load.h), for the
     // steps' behaviour when other work takes cores.
     const char *load = std::getenv("BROADPHASE_BENCH_LOAD");
     int spinners = load ? std::atoi(load) : 0;

@@ -49,11 +49,11 @@ typedef struct options {
     const char *svg_path;
     svg_options svg;
     bool svg_plane_set;
-    /* --soak: churn, sampled and full checks, memory held (perf/soak.h) */
+    /* --soak: churn, sampled and full checks, memory held (perf/runner/soak.h) */
     bool soak;
     size_t soak_sample;
     const char *soak_csv;
-    /* --crowd: neighbourhoods of a walking crowd (perf/crowd_run.h) */
+    /* --crowd: neighbourhoods of a walking crowd (perf/runner/crowd_run.h) */
     bool crowd;
     int crowd_dims;
     size_t crowd_k;
@@ -61,8 +61,8 @@ typedef struct options {
     bool crowd_routes[CROWD_ROUTES];
     bool crowd_routes_set;
     bool fixed_threads; /* --fixed-threads: config.fixed_threads */
-    int load;           /* --load: spinning processes beside the frames (perf/load.h) */
-    bool gauge;         /* --gauge: the host gauge after every step (perf/machine.h) */
+    int load;           /* --load: spinning processes beside the frames (perf/common/load.h) */
+    bool gauge;         /* --gauge: the host gauge after every step (perf/common/machine.h) */
 } options;
 
 static const char *const method_names[] = {
@@ -153,7 +153,7 @@ static void usage(FILE *out) {
         "  --load K              K processes spinning beside the run (other work taking the\n"
         "                        cores), from before the world is made to after the last\n"
         "                        frame (default 0)\n"
-        "  --gauge               after every step, the host gauge (perf/machine.h): the same\n"
+        "  --gauge               after every step, the host gauge (perf/common/machine.h): the same\n"
         "                        fixed work on --threads threads, timed; a column, and in\n"
         "                        the summary how steady the host kept it\n"
         "  --soak-sample K       objects checked per frame in the soak (default 16)\n"

@@ -30,7 +30,7 @@
 # (issue 34) at 1e4 and 1e5 agents by every route (rows, balls, nearest, and the seed's array
 # kd-tree), 1 thread and all of them; 3 repetitions; about 2 minutes.
 #
-# Usage: perf/run_standard.sh [--threads-sweep | --still | --queries | --floors | --churn |
+# Usage: perf/bench/run_sets.sh [--threads-sweep | --still | --queries | --floors | --churn |
 #                              --smooth | --crowd]
 #                             [--bench PATH]
 #                             [OUT.json] [-- OPTIONS...]

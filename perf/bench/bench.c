@@ -27,7 +27,7 @@ typedef enum bench_engine {
     BENCH_OCTREE,
     BENCH_BRUTE,
     BENCH_PEER,
-    BENCH_CROWD /* a crowd's neighbourhoods by one route (perf/crowd.h; `peer` holds the route) */
+    BENCH_CROWD /* a crowd's neighbourhoods by one route (perf/common/crowd.h; `peer` holds the route) */
 } bench_engine;
 /* Crowd cases (issue 34): 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
  * within it, walking 0.5 a frame; a frame moves the crowd and finds every neighbourhood. */

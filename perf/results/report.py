@@ -26,7 +26,7 @@ Markdown (stdout, --markdown FILE, or between the markers in --into FILE):
   threads  ms at each thread count and speed-up over 1 thread, at the largest N that has two or
            more thread counts
   floors   (--floors, alone) the project's speed targets at 2 threads, each met or not, with the
-           cross-core round trip (perf/machine.h) its case began with
+           cross-core round trip (perf/common/machine.h) its case began with
   still    (--still, alone) the worlds that mostly stand still
   queries  (--queries, alone) spatial query throughput
   summary  (--summary, alone) the README's table: each --summary-scene (default moving,moving2d)
@@ -55,7 +55,7 @@ Exit status: 0 done; 1 an input unreadable or nothing to report; 2 bad usage, or
 missing (then nothing is written, plots included).
 
 Example (from the repository root):
-  python3 perf/report.py --plots perf/results --into perf/RESULTS.md \\
+  python3 perf/results/report.py --plots perf/results --into perf/RESULTS.md \\
       perf/results/bench-standard.json perf/results/bench-threads.json"""
 import argparse
 import json
@@ -524,11 +524,11 @@ def machine_lines(res, base_dir):
 
 
 def round_trip_lines(res):
-    """The cross-core round trip measured as each case began (perf/machine.h), where recorded."""
+    """The cross-core round trip measured as each case began (perf/common/machine.h), where recorded."""
     trips = sorted(r["round_trip_ns"] for r in res.rec.values() if r.get("round_trip_ns"))
     if not trips:
         return []
-    return ["", f"Cross-core round trip as each case began (`round_trip_ns`, perf/machine.h): "
+    return ["", f"Cross-core round trip as each case began (`round_trip_ns`, perf/common/machine.h): "
                 f"median {trips[len(trips) // 2]:.0f} ns, from {trips[0]:.0f} to {trips[-1]:.0f} "
                 f"over {len(trips)} cases. On a virtual machine it moves with where the host runs "
                 f"the virtual CPUs, and two-thread figures move with it."]
@@ -540,7 +540,7 @@ def rel(path, base_dir):
 
 def markdown(res, args, images, base_dir):
     h = "#" * args.heading_level
-    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
     out += ["", f"Median ms per frame (lower is better); a frame is pushing all positions and one "
                 f"`broadphase_step`; nT = n worker threads. \"pairs\" is the last frame's count. "
@@ -607,7 +607,7 @@ def summary_table(res, scenes):
 
 
 def summary_markdown(res, scenes, base_dir):
-    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines, shown = summary_table(res, scenes)
     if not lines:
         sys.exit(f"report.py: no step/ figures of our trees for {', '.join(scenes)}")
@@ -683,7 +683,7 @@ def floors_table(res):
 
 
 def floors_markdown(res, base_dir):
-    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
     out += ["", f"The project's speed targets (issue 4) against this file's medians, at 2 "
                 f"threads; \"round trip\" is the machine's cross-core round trip as that case "
@@ -737,7 +737,7 @@ def still_table(res):
 
 
 def still_markdown(res, args, base_dir):
-    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
     out += ["", "Median ms per frame. `static_world`: 1,000,000 static boxes and 10,000 moving "
                 "ones (N = 1,010,000), the statics flagged static; `all in tree`: the same world "
@@ -805,7 +805,7 @@ def queries_markdown(paths, base_dir):
     res = Ctx()
     res.contexts = contexts
     res.rec = {}  # no step/ records: machine_lines then names no round trips
-    command = "python3 perf/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
     out += ["", "Queries per second (thousands; higher is better), medians, on `uniform` (boxes "
                 "of half-extent 0.5-1, density 0.075 per unit volume). Each frame is 10,000 "
@@ -1195,7 +1195,7 @@ REGENERATE = (
 def regenerate():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for args in REGENERATE:
-        command = ["python3", "perf/report.py", *args]
+        command = ["python3", "perf/results/report.py", *args]
         print(f"report.py: {shlex.join(command)}", file=sys.stderr)
         done = subprocess.run([sys.executable] + command[1:], cwd=root)
         if done.returncode != 0:
@@ -1232,7 +1232,7 @@ def main():
                     help="only the table of spatial query throughput (query/... cases)")
     ap.add_argument("--floors", action="store_true",
                     help="only the table of the project's speed targets at 2 threads, met or "
-                         "not (perf/run_standard.sh --floors makes the file)")
+                         "not (perf/bench/run_sets.sh --floors makes the file)")
     ap.add_argument("--summary", action="store_true",
                     help="only the README's summary table (see --summary-scene)")
     ap.add_argument("--summary-scene", default="moving,moving2d", metavar="S[,S...]",
