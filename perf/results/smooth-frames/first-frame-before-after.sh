@@ -1,7 +1,7 @@
 #!/bin/bash
 # The first frame of moving 1e6 (add + first step), base and new builds alternated:
 #   BASE=/path/to/base/broadphase-run NEW=build/release/broadphase-run \
-#   perf/results/smooth/first-frame.sh METHOD ROUNDS [N]
+#   perf/results/smooth-frames/first-frame-before-after.sh METHOD ROUNDS [N]
 # Each line: the build, the runner's "first frame" line, then frame 0's update, search and
 # output phases in ms.
 BASE=${BASE:?the path of the base build broadphase-run}

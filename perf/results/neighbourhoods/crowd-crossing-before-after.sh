@@ -2,7 +2,7 @@
 # The crowd's whole crossing: 700 frames of 1e4 agents (the disc's agents converge on its middle
 # and walk out again), base and new builds alternated (ROUNDS rounds, THREADS threads):
 #   BASE=/path/to/base/broadphase-run NEW=build/release/broadphase-run ROUNDS=2 \
-#   perf/results/issue34/crossing.sh
+#   perf/results/neighbourhoods/crowd-crossing-before-after.sh
 # Each line: build, then each route's median, p99 and worst frame (ms) over frames 1-699 and its
 # median's ratio to the seed's in the same run.
 BASE=${BASE:?the path of the base build broadphase-run}

@@ -1,14 +1,19 @@
 #!/bin/bash
 # The second lease of 2026-11-28 (16-core device), on two pinned cores (cpu 0 and 1: that machine
 # reports one thread per core). Run from the repository root:
-#   bash perf/results/16core/session-2026-11-28b.sh DEV_DIR OUT_DIR
+#   bash perf/results/leases/crowd-kdrefit-load-pinned-16core-2026-11-28.sh DEV_DIR OUT_DIR
 # DEV_DIR holds static runners: run_start (the session's start, ed22199), run_new (this
-# session's neighbourhoods), run_base (d4e5942, before the kd-tree's branchless build). Parts:
-#   crowd2.txt   issue 34: the neighbourhoods route and the seed, start and new alternated, 1 and
-#                2 threads, 1e4 (100 frames) and 1e5 (11 frames) agents
-#   kdrefit.txt  issue 33: moving 1e6 and 1e5 on the kd-tree (update auto: refits), base and new
-#                alternated three times (was the kd-tree's search slower after the new build?)
-#   load2b.txt   issue 33: the load cases (one spinning process on the pair)
+# session's neighbourhoods), run_base (d4e5942, before the kd-tree's branchless build). Parts
+# (OUT_DIR's names, then where the lease's output is committed, under perf/results/):
+#   crowd2.txt   the neighbourhoods route and the seed, start and new alternated, 1 and
+#                2 threads, 1e4 (100 frames) and 1e5 (11 frames) agents; neighbourhoods/
+#                crowd-routes-before-after-grid-between-calls-pinned-16core-2026-11-28.txt
+#   kdrefit.txt  moving 1e6 and 1e5 on the kd-tree (update auto: refits), base and new
+#                alternated three times (was the kd-tree's search slower after the new build?);
+#                kdtree-build/refit-search-before-after-branchless-pinned-16core-2026-11-28.txt
+#   load2b.txt   the load cases (one spinning process on the pair);
+#                smooth-frames/load-cases-pinned-16core-2026-11-28-run2.txt
+#   info2.txt    the machine; leases/crowd-kdrefit-load-pinned-16core-2026-11-28-machine.txt
 D=${1:?the folder with the runners}
 O=${2:?the output folder}
 T0=$(date +%s)
@@ -60,5 +65,5 @@ timeout "$(cap 60)" bash -c '
     while read -r line; do
         [ -z "$line" ] && continue
         one "pinned new" taskset -c 0,1 $D/run_new $line
-    done < perf/results/smooth/cases_load.txt' >"$O/load2b.txt" 2>&1
+    done < perf/results/smooth-frames/cases_load.txt' >"$O/load2b.txt" 2>&1
 echo "done after $(($(date +%s) - T0)) s" >>"$O/info2.txt"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The crowd's routes, base and new builds alternated case by case (ROUNDS rounds):
 #   BASE=/path/to/base/broadphase-run NEW=build/release/broadphase-run ROUNDS=3 \
-#   perf/results/issue34/compare.sh
+#   perf/results/neighbourhoods/crowd-routes-before-after.sh
 # Each line: build, agents, threads, then each route's median ms over frames 1-10, its ratio
 # to the seed kd-tree in the same run, and (new builds) the ratio of its library calls alone.
 BASE=${BASE:?the path of the base build broadphase-run}

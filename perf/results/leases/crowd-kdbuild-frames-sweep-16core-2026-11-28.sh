@@ -1,16 +1,25 @@
 #!/bin/bash
-# One lease of the 16-core device (2026-11-28), issues 33 and 34. Run from the repository root:
-#   bash perf/results/16core/session-2026-11-28.sh DEV_DIR OUT_DIR
+# One lease of the 16-core device (2026-11-28): the crowd's routes on 1-16 threads, the kd-tree's
+# rebuild, the frame and load cases on two pinned cores, the thread sweep. Run from the
+# repository root:
+#   bash perf/results/leases/crowd-kdbuild-frames-sweep-16core-2026-11-28.sh DEV_DIR OUT_DIR
 # DEV_DIR holds the static runners (run_new, run_base: the build before the kd-tree's branchless
 # build, d4e5942) and the bench with its own loader and libraries (bench, lib/). Every part has
-# its own time limit, so that the lease ends with what was measured. Parts:
-#   info.txt         the machine (CPUs, the two cores used as "a 2-core machine")
-#   crowd.txt        issue 34: the crowd's routes at 1e4 and 1e5 agents, 1-16 threads, and on
-#                    two pinned cores at 1 and 2 threads
-#   kdbuild.txt      the kd-tree's rebuild at 1e6, base and new alternated, 2 and 16 threads
-#   smooth2.txt      issue 33's frame figures on two pinned cores (2 threads)
-#   load2.txt        issue 33's load figures on two pinned cores, one spinning process
-#   bench-threads-16core.json  the thread sweep (perf/bench/run_sets.sh --threads-sweep)
+# its own time limit, so that the lease ends with what was measured. Parts (OUT_DIR's names, then
+# where the lease's output is committed, under perf/results/):
+#   info.txt         the machine (CPUs, the two cores used as "a 2-core machine");
+#                    leases/crowd-kdbuild-frames-sweep-16core-2026-11-28-machine.txt
+#   crowd.txt        the crowd's routes at 1e4 and 1e5 agents, 1-16 threads, and on
+#                    two pinned cores at 1 and 2 threads;
+#                    neighbourhoods/crowd-routes-1-to-16-threads-16core-2026-11-28.txt
+#   kdbuild.txt      the kd-tree's rebuild at 1e6, base and new alternated, 2 and 16 threads;
+#                    kdtree-build/rebuild-1e6-before-after-branchless-16core-2026-11-28.txt
+#   smooth2.txt      the smooth-frame cases on two pinned cores (2 threads); smooth-frames/
+#                    smooth-cases-before-after-branchless-kdtree-build-pinned-16core-2026-11-28.txt
+#   load2.txt        the load cases on two pinned cores, one spinning process;
+#                    smooth-frames/load-cases-pinned-16core-2026-11-28-run1.txt
+#   bench-threads-16core.json  the thread sweep (perf/bench/run_sets.sh --threads-sweep);
+#                    thread-scaling/bench-threads-1e6-16core-2026-11-28.json
 D=${1:?the folder with run_new, run_base, bench, lib}
 O=${2:?the output folder}
 T0=$(date +%s)
@@ -55,7 +64,7 @@ one() { # label, then the command: the summary lines of one runner call
 export -f one
 export PICK R B PAIR
 
-# issue 34: the crowd's routes on 1..16 threads, then on the pinned pair at 1 and 2 threads
+# the crowd's routes on 1..16 threads, then on the pinned pair at 1 and 2 threads
 timeout "$(cap 75)" bash -c '
     for n in 10000 100000; do
         for t in 1 2 4 8 16; do one "all cores" $R --crowd --n $n --frames 11 --threads $t; done
@@ -74,18 +83,19 @@ timeout "$(cap 50)" bash -c '
         done
     done' >"$O/kdbuild.txt" 2>&1
 
-# issue 33 on the pinned pair: the frames (new and base alternated), then one spinning process
+# the smooth-frame cases on the pinned pair: the frames (new and base alternated), then one
+# spinning process
 timeout "$(cap 130)" bash -c '
     while read -r line; do
         [ -z "$line" ] && continue
         one "pinned new" taskset -c $PAIR $R $line
         one "pinned base" taskset -c $PAIR $B $line
-    done < perf/results/smooth/cases_smooth.txt' >"$O/smooth2.txt" 2>&1
+    done < perf/results/smooth-frames/cases_smooth.txt' >"$O/smooth2.txt" 2>&1
 timeout "$(cap 60)" bash -c '
     while read -r line; do
         [ -z "$line" ] && continue
         one "pinned new" taskset -c $PAIR $R $line
-    done < perf/results/smooth/cases_load.txt' >"$O/load2.txt" 2>&1
+    done < perf/results/smooth-frames/cases_load.txt' >"$O/load2.txt" 2>&1
 
 # the thread sweep (Google Benchmark), with the bench's own loader and libraries
 l=$(left)

@@ -1,5 +1,8 @@
 #!/bin/bash
-# alternated base/new runs of the runner; prints median/p99/worst of frame and first frame
+# Alternated base/new runs of the runner over a file of cases (one runner command line each);
+# prints median/p99/worst of frame and first frame. The builds are /tmp/run_base and /tmp/run_new:
+#   ROUNDS=2 bash perf/results/smooth-frames/cases-before-after.sh \
+#       < perf/results/smooth-frames/cases_smooth.txt (or cases_load.txt, cases_windows.txt)
 run() { # label binary args...
   local label=$1 b=$2; shift 2
   local out; out=$($b "$@" --quiet 2>&1)

@@ -2,7 +2,10 @@
 # The third lease of 2026-11-28 (16-core device): the crowd's Google Benchmark cases and the
 # runner's neighbourhoods route on two pinned cores (cpu 0 and 1), the code at this session's
 # end. Run from the repository root:
-#   bash perf/results/16core/session-2026-11-28c.sh DEV_DIR OUT_DIR
+#   bash perf/results/leases/crowd-bench-pinned-16core-2026-11-28.sh DEV_DIR OUT_DIR
+# Committed, under perf/results/: info3.txt as leases/crowd-bench-pinned-16core-2026-11-28-machine.txt,
+# crowd3.txt as neighbourhoods/crowd-routes-final-pinned-16core-2026-11-28.txt, bench-crowd-pinned.json
+# as neighbourhoods/bench-crowd-final-pinned-16core-2026-11-28.json.
 D=${1:?the folder with run_new, bench and lib}
 O=${2:?the output folder}
 {

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Issue 33's cases, each frame's line with what the step did to the tree and the host gauge
+# The smooth-frame cases, each frame's line with what the step did to the tree and the host gauge
 # beside it (broadphase-run --gauge, perf/common/machine.h), one run after another:
-#   bash perf/results/smooth/gauge.sh build/release/broadphase-run OUT_FILE [ROUNDS]
+#   bash perf/results/smooth-frames/frames-with-gauge.sh build/release/broadphase-run OUT_FILE [ROUNDS]
 # The summary lines of every run go to OUT_FILE; each run's frame lines to OUT_FILE.d/.
 B=$1
 OUT=$2
