@@ -15,20 +15,21 @@
 # bullet-sap box, ray and closest ray, fcl box, on uniform; box2d box, ray and closest ray on
 # plane2d, next to our trees' single 2D queries), bullet-sap at 1e5 only. About three minutes for
 # ours, plus the peers' set-up, paid once per peer and N: bullet-sap about two minutes at 1e5,
-# box2d about 30 s at 1e6, the others seconds. With --floors: the cases issue 4's floors name
-# (moving at 1e4, 1e5 and 1e6 with fcl beside it, moving2d at 1e5 with box2d, mixed at 1e5,
-# dense at 2000), both trees, 1 thread and all of them, in about 2 minutes: short enough to run
-# again when the machine's cross-core round trip (recorded per case) has changed. With --churn:
-# moving at N = 1e5 and 1e6 with one object in 1000 removed and added again every frame
-# (moving_churn), and without, both trees, update auto, 1 thread and all of them. With --smooth:
-# the frames users feel (issue 33): moving, moving2d, clustered, moving_churn, uniform pushed
-# unchanged (with and without only-moved updates) at N = 1e4, 1e5 and 1e6, both trees, update
-# auto, 1 thread and all of them, one long run each (--benchmark_min_time=10: at least 300
-# frames at 1e5 and 120 at 1e6 here), with the frames' median, 99th percentile and worst as
-# counters; about 15 minutes. BROADPHASE_BENCH_LOAD=K in the environment runs K spinning
-# processes beside every case (other work taking cores). With --crowd: a crowd's neighbourhoods
-# (issue 34) at 1e4 and 1e5 agents by every route (rows, balls, nearest, and the seed's array
-# kd-tree), 1 thread and all of them; 3 repetitions; about 2 minutes.
+# box2d about 30 s at 1e6, the others seconds. With --floors: the cases the project's speed targets
+# (the floors) name (moving at 1e4, 1e5 and 1e6 with fcl beside it, moving2d at 1e5 with box2d,
+# mixed at 1e5, dense at 2000), both trees, 1 thread and all of them, in about 2 minutes: short
+# enough to run again when the machine's cross-core round trip (recorded per case) has changed.
+# With --churn: moving at N = 1e5 and 1e6 with one object in 1000 removed and added again every
+# frame (moving_churn), and without, both trees, update auto, 1 thread and all of them. With
+# --smooth: the frames users feel, each case's frame median, 99th percentile and worst: moving,
+# moving2d, clustered, moving_churn, uniform pushed unchanged (with and without only-moved updates)
+# at N = 1e4, 1e5 and 1e6, both trees, update auto, 1 thread and all of them, one long run each
+# (--benchmark_min_time=10: at least 300 frames at 1e5 and 120 at 1e6 here), with the frames'
+# median, 99th percentile and worst as counters; about 15 minutes. BROADPHASE_BENCH_LOAD=K in the
+# environment runs K spinning processes beside every case (other work taking cores). With --crowd:
+# a crowd's neighbourhoods (each agent's 10 nearest within 15) at 1e4 and 1e5 agents by every route
+# (rows, balls, nearest, and the seed's array kd-tree), 1 thread and all of them; 3 repetitions;
+# about 2 minutes.
 #
 # Usage: perf/bench/run_sets.sh [--threads-sweep | --still | --queries | --floors | --churn |
 #                              --smooth | --crowd]

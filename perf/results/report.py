@@ -634,10 +634,11 @@ def summary_markdown(res, scenes, base_dir):
     return "\n".join(out + lines) + "\n"
 
 
-# The speed targets the project set itself (issue 4), each checked at two threads against one
-# file's medians: (what, scene, N, kind, bound). "ms": our fastest method at most <bound> ms;
-# "peer": at least <bound> times faster than the fastest peer library; "scale": our fastest
-# method at 2 threads at least <bound> times faster than the same method at 1.
+# The speed targets the project set itself (the floors: ms per frame, speed over the peers, the
+# second thread's gain), each checked at two threads against one file's medians: (what, scene, N,
+# kind, bound). "ms": our fastest method at most <bound> ms; "peer": at least <bound> times faster
+# than the fastest peer library; "scale": our fastest method at 2 threads at least <bound> times
+# faster than the same method at 1.
 FLOORS = (("moving", 10_000, "ms", 0.3), ("moving", 100_000, "ms", 2.5),
           ("moving", 1_000_000, "ms", 25.0), ("moving", 1_000_000, "peer", 20.0),
           ("moving2d", 100_000, "ms", 2.5), ("mixed", 100_000, "ms", 15.0),
@@ -685,7 +686,7 @@ def floors_table(res):
 def floors_markdown(res, base_dir):
     command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     out = machine_lines(res, base_dir)
-    out += ["", f"The project's speed targets (issue 4) against this file's medians, at 2 "
+    out += ["", f"The project's speed targets (the floors) against this file's medians, at 2 "
                 f"threads; \"round trip\" is the machine's cross-core round trip as that case "
                 f"began. Made by `{command}`.", ""]
     return "\n".join(out + floors_table(res)) + "\n"
@@ -696,7 +697,7 @@ STILL = ("static_world", "static_world_all_in_tree", "static_world_movers_only",
 
 
 def still_table(res):
-    """Worlds that mostly stand still (issue 5): static_world with its statics flagged, with
+    """Worlds that mostly stand still (statics flagged, sleepers): static_world with its statics flagged, with
     every object in the tree, and with its movers alone; sleeping against moving at the same N
     (every object moving), where the files have it."""
     rows = []
@@ -776,7 +777,7 @@ def parse_query_name(name):
 
 
 def queries_markdown(paths, base_dir):
-    """Spatial queries (issue 6): queries per second from query/<kind>/<engine>[/2d]/n:<N>/<mode>/
+    """Spatial queries: queries per second from query/<kind>/<engine>[/2d]/n:<N>/<mode>/
     threads:<T> medians, single and batched, the speed-up over brute force where it ran, and
     the peer libraries' single queries with our speed-up over the fastest of them. Files are
     merged in order, a later file's figures replacing an earlier one's (a peers run over the
@@ -1173,9 +1174,9 @@ def write_plots(res, out_dir, scenes):
 # ---------------------------------------------------------------------------------------------
 
 
-# What --regenerate runs, in order, from the repository root: every section of perf/RESULTS.md
-# (the tables that README.md held up to issue 31), then README.md's summary. A new committed run
-# replaces its file here (or adds a line, with markers in perf/RESULTS.md to match).
+# What --regenerate runs, in order, from the repository root: every section of perf/RESULTS.md (the
+# tables that README.md held before they moved there), then README.md's summary. A new committed
+# run replaces its file here (or adds a line, with markers in perf/RESULTS.md to match).
 RESULTS, README = "perf/RESULTS.md", "README.md"
 STANDARD = ("perf/results/bench-standard.json", "perf/results/bench-threads.json")
 REGENERATE = (
