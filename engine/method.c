@@ -1,24 +1,29 @@
-/* The methods' registry: the one place that maps config.method to a method's table. */
+/* The methods' registry: the one place that maps config.method to a method's table, made from
+ * the one list of methods (BROADPHASE_METHOD_LIST, broadphase.h): each line's `name` names the
+ * table `name`_method that the method's own files define. */
 #include "method.h"
 
-#include "brute_force.h"
-#include "kdtree.h"
-#include "octree.h"
+#define METHOD_DECLARE_(id, name) extern const method_table name##_method;
+BROADPHASE_METHOD_LIST(METHOD_DECLARE_)
+#undef METHOD_DECLARE_
 
-static const method_table *const methods[] = {&kdtree_method, &octree_method, &brute_force_method};
+/* In the list's order, which is the enum's: methods[id] is the method with that id. */
+static const method_table *const methods[] = {
+#define METHOD_ENTRY_(id, name) &name##_method,
+    BROADPHASE_METHOD_LIST(METHOD_ENTRY_)
+#undef METHOD_ENTRY_
+};
 
-enum { METHOD_COUNT = sizeof methods / sizeof methods[0] };
+_Static_assert(sizeof methods / sizeof methods[0] == BROADPHASE_METHOD_COUNT,
+               "one table per method of the list");
 
 const method_table *method_for(broadphase_method id) {
-    for (size_t i = 0; i < METHOD_COUNT; i++)
-        if (methods[i]->id == id) return methods[i];
-    return NULL;
+    /* An enum's value may lie outside its enumerators: compare as an unsigned index. */
+    if ((unsigned)id >= (unsigned)BROADPHASE_METHOD_COUNT) return NULL;
+    return methods[id];
 }
 
-size_t methods_count(void) {
-    return METHOD_COUNT;
-}
-
-const method_table *methods_at(size_t i) {
-    return i < METHOD_COUNT ? methods[i] : NULL;
+const char *broadphase_method_name(broadphase_method method) {
+    const method_table *m = method_for(method);
+    return m ? m->name : NULL;
 }

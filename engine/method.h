@@ -1,7 +1,17 @@
 /* The method seam: what a broad-phase method gives the frame (step.c), the queries (query.c)
  * and the inspection calls, as one table of functions. The world holds one method and its
- * state; config.method is read in one place, method_for(). Adding a method is a file (or a
- * few) defining its table, one row in method.c, and one row in tests/test_methods.c.
+ * state; config.method is read in one place, method_for().
+ *
+ * A new method takes its own files and one line:
+ * - engine/`name`.c (and engine/`name`_*.c, `name`.h, `name`_*.h as it needs) defining
+ *   `const method_table name_method` below, with .id its enumerator and .name "`name`". The
+ *   build (CMakeLists.txt) and the layer check (engine/LAYERS, `<methods>`) find these files
+ *   from the list; a file of a method that is not in the list is built by nothing.
+ * - the line X(BROADPHASE_METHOD_`NAME`, `name`) in BROADPHASE_METHOD_LIST (broadphase.h).
+ * The registry (method.c), broadphase_method_name(), the conformance table
+ * (tests/test_methods.c), every test that loops over the methods, the runner (--method `name`)
+ * and the benchmarks (step/<scene>/`name`/...) then take it in from the list.
+ * What a method must give is the table below; tests/test_methods.c says what it must do.
  *
  * A step runs, in order: the fields (statics and rest, for methods that use them), `update`,
  * `plan_search`, the pair protocol over the planned jobs (step.c: run the jobs, search the
@@ -56,8 +66,14 @@ typedef struct method_table {
     void (*destroy)(broadphase_world *w, void *state);
 } method_table;
 
-/* The method with this id; NULL for an id that names none. */
+/* The method with this id; NULL for an id that names none. Every method of the list is
+ * method_for(m) for m in 0 .. BROADPHASE_METHOD_COUNT - 1. */
 const method_table *method_for(broadphase_method id);
-/* Every method, for the conformance tests: methods_at(0 .. methods_count()). */
-size_t methods_count(void);
-const method_table *methods_at(size_t i);
+
+/* Whether the method keeps a tree of its own: one with levels and nodes, a leaf size and update
+ * policies that mean something, and the static and resting fields beside it. Brute force keeps
+ * none. The tests, the runner and the benchmarks ask this rather than name the methods. */
+static inline bool method_has_tree(broadphase_method id) {
+    const method_table *m = method_for(id);
+    return m && m->fill_levels != NULL && m->uses_fields;
+}

@@ -12,9 +12,19 @@ declare -A layer_of
 files=()
 for f in "$engine"/*.c "$engine"/*.h; do files+=("$(basename "$f")"); done
 
+# <methods> in LAYERS: the files of every method of the one list (BROADPHASE_METHOD_LIST in the
+# public header), name.h name.c name_*.h name_*.c for each X(BROADPHASE_METHOD_..., name).
+method_patterns=""
+while read -r name; do
+    method_patterns+=" $name.h $name.c ${name}_*.h ${name}_*.c"
+done < <(sed -n 's/^[[:space:]]*X(BROADPHASE_METHOD_[A-Z0-9_]*, \([a-z0-9_]*\)).*/\1/p' \
+    "$engine/include/broadphase.h")
+[[ -n "$method_patterns" ]] || { echo "layers: no methods in $engine/include/broadphase.h" >&2; exit 1; }
+
 # The first pattern that matches a file gives its layer.
 while read -r n patterns; do
     [[ -z "$n" || "$n" == \#* ]] && continue
+    patterns=${patterns//<methods>/$method_patterns}
     for p in $patterns; do
         for f in "${files[@]}"; do
             # shellcheck disable=SC2053

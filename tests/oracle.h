@@ -4,10 +4,13 @@
 #pragma once
 
 #include "broadphase.h"
+#include "method.h"
 #include "overlap.h"
 #include "scenes.h"
 #include "test.h"
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,17 +278,25 @@ static inline void check_levels(const broadphase_world *w, int branching) {
     free(lv);
 }
 
-/* Brute force, the kd-tree and the octree, for i = 0, 1, 2. */
+/* The methods, from the one list (BROADPHASE_METHOD_LIST): method_at(i) for i < METHODS. A
+ * test that loops over the methods loops over these, so that a new method runs it too. */
+enum { METHODS = BROADPHASE_METHOD_COUNT };
+
 static inline broadphase_method method_at(size_t i) {
-    return i == 0   ? BROADPHASE_METHOD_BRUTE_FORCE
-           : i == 1 ? BROADPHASE_METHOD_KDTREE
-                    : BROADPHASE_METHOD_OCTREE;
+    return (broadphase_method)i;
 }
 
+static inline const char *method_name(broadphase_method method) {
+    return broadphase_method_name(method);
+}
+
+/* The children a node of the method's tree has at most (check_levels): 2 for the kd-tree, 2^dims
+ * for the octree, unbounded for another method with a tree, 0 without one. */
 static inline int method_branching(broadphase_method method, int dims) {
-    return method == BROADPHASE_METHOD_BRUTE_FORCE ? 0
-           : method == BROADPHASE_METHOD_KDTREE    ? 2
-                                                   : 1 << dims;
+    return method == BROADPHASE_METHOD_KDTREE   ? 2
+           : method == BROADPHASE_METHOD_OCTREE ? 1 << dims
+           : method_has_tree(method)            ? INT_MAX
+                                                : 0;
 }
 
 static inline broadphase_pairs step_ok(broadphase_world *w) {

@@ -200,22 +200,22 @@ static void inject_every_allocation(broadphase_method method, int dims) {
     } variants[] = {{0, 1, 4, 0.125f}, {1, 2, 4, 0.125f}, {2, 3, 4, 0.125f}, {2, 2, 7, 0.5f}};
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
         int policy = variants[vi].policy;
-        if (method == BROADPHASE_METHOD_BRUTE_FORCE && vi > 0) break;
+        if (!method_has_tree(method) && vi > 0) break; /* policies and leaves: a tree's */
         broadphase_config c =
             test_config(dims, method, (broadphase_update_policy)policy, variants[vi].threads, 0.0f);
         c.pair_events = vi < 3;
         c.leaf_size = variants[vi].leaf; /* small leaves: a deeper tree from few objects */
         c.rest_share = variants[vi].rest;
         uint64_t seed = 0x5eed0000u + (uint64_t)(dims * 10 + policy);
-        TEST_CONTEXT("method %d dims %d policy %s threads %d", (int)method, dims,
+        TEST_CONTEXT("method %s dims %d policy %s threads %d", method_name(method), dims,
                      policy_names[policy], c.threads);
         run_result clean = run_once(&c, 0, seed);
         REQUIRE(clean.ok && clean.failed == 0);
         REQUIRE(clean.calls > 10);
         long k = 1;
         for (;; k++) {
-            TEST_CONTEXT("method %d dims %d policy %s threads %d: allocation %ld fails",
-                         (int)method, dims, policy_names[policy], c.threads, k);
+            TEST_CONTEXT("method %s dims %d policy %s threads %d: allocation %ld fails",
+                         method_name(method), dims, policy_names[policy], c.threads, k);
             run_result r = run_once(&c, k, seed);
             runs++;
             REQUIRE(r.ok);
@@ -231,30 +231,22 @@ static void inject_every_allocation(broadphase_method method, int dims) {
          * the clean run's count. */
         if (c.threads == 1) CHECK_EQ_INT(k, clean.calls + 1);
     }
-    printf("method %d, %dD: %ld allocations failed and survived (%ld reported as out of memory, "
+    printf("method %s, %dD: %ld allocations failed and survived (%ld reported as out of memory, "
            "the rest done without), %ld runs\n",
-           (int)method, dims, injected, reported, runs);
+           method_name(method), dims, injected, reported, runs);
     CHECK(injected > 50);
 }
 
-TEST(out_of_memory_kdtree_3d) {
-    inject_every_allocation(BROADPHASE_METHOD_KDTREE, 3);
-}
-TEST(out_of_memory_kdtree_2d) {
-    inject_every_allocation(BROADPHASE_METHOD_KDTREE, 2);
-}
-TEST(out_of_memory_octree_3d) {
-    inject_every_allocation(BROADPHASE_METHOD_OCTREE, 3);
-}
-TEST(out_of_memory_octree_2d) {
-    inject_every_allocation(BROADPHASE_METHOD_OCTREE, 2);
-}
-TEST(out_of_memory_brute_force_3d) {
-    inject_every_allocation(BROADPHASE_METHOD_BRUTE_FORCE, 3);
-}
-TEST(out_of_memory_brute_force_2d) {
-    inject_every_allocation(BROADPHASE_METHOD_BRUTE_FORCE, 2);
-}
+/* Every method of the one list, 3D and 2D: out_of_memory_<name>_3d and _2d. */
+#define OUT_OF_MEMORY_TESTS_(id, name)                                                             \
+    TEST(out_of_memory_##name##_3d) {                                                              \
+        inject_every_allocation(id, 3);                                                            \
+    }                                                                                              \
+    TEST(out_of_memory_##name##_2d) {                                                              \
+        inject_every_allocation(id, 2);                                                            \
+    }
+BROADPHASE_METHOD_LIST(OUT_OF_MEMORY_TESTS_)
+#undef OUT_OF_MEMORY_TESTS_
 
 /* The script itself must cover what the issue names: a root growth, a rebuild after refits, a
  * relayout, objects at rest and statics, or the injection above proves less than it says. */

@@ -3,7 +3,7 @@
  * give no pairs; removing everything gives none and the ids come back; statics, objects at rest
  * and collision filters give the pairs of the naive reference; pair events are the difference of
  * consecutive pair sets; the queries equal the reference over the objects; the levels add up to
- * the statistics. A new method is tested by adding its row to METHODS. */
+ * the statistics. The rows are the one list of methods (BROADPHASE_METHOD_LIST). */
 #include "method.h"
 #include "query_oracle.h"
 
@@ -11,35 +11,36 @@
 #include <limits.h>
 #include <math.h>
 
-/* One row per method: a new method is tested by adding it here. */
-typedef struct method_row {
-    broadphase_method method;
-    const char *name;
-} method_row;
+/* The methods are the one list (BROADPHASE_METHOD_LIST): method_at(0 .. METHODS), oracle.h. A
+ * method added there runs every test here. */
 
-static const method_row METHODS[] = {
-    {BROADPHASE_METHOD_KDTREE, "kdtree"},
-    {BROADPHASE_METHOD_OCTREE, "octree"},
-    {BROADPHASE_METHOD_BRUTE_FORCE, "brute_force"},
-};
-enum { METHOD_COUNT = sizeof METHODS / sizeof METHODS[0] };
-
-/* The table covers the engine's registry (engine/method.c), both ways: a method added there
- * without its row here fails, and so does a row for a method the engine does not have. */
-TEST(table_covers_every_method) {
-    CHECK_EQ_INT(methods_count(), METHOD_COUNT);
-    for (size_t i = 0; i < methods_count(); i++) {
-        const method_table *m = methods_at(i);
-        TEST_CONTEXT("registered method %s", m->name);
-        bool found = false;
-        for (size_t r = 0; r < METHOD_COUNT; r++)
-            found |= METHODS[r].method == m->id && strcmp(METHODS[r].name, m->name) == 0;
-        CHECK(found);
+/* The registry (engine/method.c) gives every method of the list its table, under its own id
+ * and name, with what the frame needs of it; the enum's values are the list's order, and a
+ * value past the list names no method. */
+TEST(registry_covers_the_list) {
+    static const struct {
+        broadphase_method method;
+        const char *name;
+    } rows[] = {
+#define METHOD_ROW_(id, name) {id, #name},
+        BROADPHASE_METHOD_LIST(METHOD_ROW_)
+#undef METHOD_ROW_
+    };
+    CHECK_EQ_INT(sizeof rows / sizeof rows[0], METHODS);
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        TEST_CONTEXT("method %s", rows[r].name);
+        CHECK_EQ_INT((size_t)rows[r].method, r);
+        const method_table *m = method_for(rows[r].method);
+        REQUIRE(m != NULL);
+        CHECK_EQ_INT(m->id, rows[r].method);
+        CHECK(strcmp(m->name, rows[r].name) == 0);
+        CHECK(strcmp(broadphase_method_name(rows[r].method), rows[r].name) == 0);
+        CHECK(m->update != NULL && m->plan_search != NULL && m->destroy != NULL);
+        CHECK(m->leaf_size >= 1);
     }
-    for (size_t r = 0; r < METHOD_COUNT; r++) {
-        TEST_CONTEXT("row %s", METHODS[r].name);
-        CHECK(method_for(METHODS[r].method) != NULL);
-    }
+    CHECK(method_for((broadphase_method)METHODS) == NULL);
+    CHECK(method_for((broadphase_method)-1) == NULL);
+    CHECK(broadphase_method_name((broadphase_method)METHODS) == NULL);
 }
 
 /* The settings a row runs the small behaviours under: each update policy, 1 to 8 threads, the
@@ -165,11 +166,12 @@ static size_t step_count(broadphase_world *w) {
  * in 3D over the methods and 1 and 2 threads.) */
 TEST(step_empty_and_single_object) {
     for (int dims = 2; dims <= 3; dims++) {
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (size_t si = 0; si < SETTING_COUNT; si++) {
                 const setting *set = &SETTINGS[si];
-                TEST_CONTEXT("%dD %s " SETTING_FMT, dims, METHODS[mi].name, SETTING_ARGS(set));
-                broadphase_world *w = make_world_loose(dims, METHODS[mi].method, set->update,
+                TEST_CONTEXT("%dD %s " SETTING_FMT, dims, method_name(method_at(mi)),
+                             SETTING_ARGS(set));
+                broadphase_world *w = make_world_loose(dims, method_at(mi), set->update,
                                                        set->threads, set->looseness);
                 REQUIRE(w);
                 check_levels_add_up(w); /* before the first step: no levels */
@@ -217,15 +219,15 @@ TEST(empty_and_refill) {
         for (size_t i = 0; i < n; i++) live[i] = i % 2 == 0; /* the half kept */
         live_pairs(&s, ids, NULL, &by_index, &all);
         live_pairs(&s, ids, live, &by_index, &want);
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (size_t si = 0; si < SETTING_COUNT; si++) {
                 const setting *set = &SETTINGS[si];
-                broadphase_world *w = make_world_loose(dims, METHODS[mi].method, set->update,
+                broadphase_world *w = make_world_loose(dims, method_at(mi), set->update,
                                                        set->threads, set->looseness);
                 REQUIRE(w);
                 for (int round = 0; round < 3; round++) {
-                    TEST_CONTEXT("%dD %s " SETTING_FMT " round %d", dims, METHODS[mi].name,
-                                 SETTING_ARGS(set), round);
+                    TEST_CONTEXT("%dD %s " SETTING_FMT " round %d", dims,
+                                 method_name(method_at(mi)), SETTING_ARGS(set), round);
                     for (size_t i = 0; i < n; i++) ids[i] = UINT32_MAX;
                     scene_put(&s, w, every, n, ids, true);
                     bool in_order = true;
@@ -276,7 +278,7 @@ TEST(filters_on_every_scene) {
     size_t kept_total = 0, dropped_total = 0;
     for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
         const size_t n = 700; /* dense, whose pairs are almost all pairs, at its cap too */
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (int ti = 0; ti < 2; ti++) {
                 scene s;
                 REQUIRE(scene_make(&s, (scene_kind)kind, n, 77));
@@ -285,8 +287,8 @@ TEST(filters_on_every_scene) {
                 int threads = ti == 0 ? 1 : 3;
                 broadphase_update_policy policy = scene_policy(kind, ti);
                 TEST_CONTEXT("scene %s method %s threads %d policy %s", scene_name(s.kind),
-                             METHODS[mi].name, threads, policy_names[policy]);
-                broadphase_world *w = make_world(s.dimensions, METHODS[mi].method, policy, threads);
+                             method_name(method_at(mi)), threads, policy_names[policy]);
+                broadphase_world *w = make_world(s.dimensions, method_at(mi), policy, threads);
                 REQUIRE(w);
                 CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
                 uint64_t rng = 99 + (uint64_t)kind;
@@ -340,7 +342,7 @@ TEST(statics_on_every_scene) {
     size_t with_static = 0, dropped = 0;
     for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
         const size_t n = 700; /* dense, whose pairs are almost all pairs, at its cap too */
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (int ti = 0; ti < 2; ti++) {
                 float share = shares[(size_t)(kind + (int)mi + ti) % 4];
                 scene s;
@@ -351,9 +353,9 @@ TEST(statics_on_every_scene) {
                 int threads = ti == 0 ? 1 : 3;
                 broadphase_update_policy policy = scene_policy(kind, ti);
                 TEST_CONTEXT("scene %s method %s threads %d policy %s static share %g",
-                             scene_name(s.kind), METHODS[mi].name, threads, policy_names[policy],
-                             (double)share);
-                broadphase_world *w = make_world(s.dimensions, METHODS[mi].method, policy, threads);
+                             scene_name(s.kind), method_name(method_at(mi)), threads,
+                             policy_names[policy], (double)share);
+                broadphase_world *w = make_world(s.dimensions, method_at(mi), policy, threads);
                 REQUIRE(w);
                 CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
                 uint64_t rng = 5 + (uint64_t)kind;
@@ -477,7 +479,7 @@ TEST(rest_on_every_scene) {
     size_t rested = 0, carried_frames = 0, idle_frames = 0;
     for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
         const size_t n = 700; /* dense, whose pairs are almost all pairs, at its cap too */
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (int ti = 0; ti < 2; ti++) {
                 scene s;
                 REQUIRE(scene_make(&s, (scene_kind)kind, n, 79));
@@ -487,12 +489,12 @@ TEST(rest_on_every_scene) {
                 int threads = ti == 0 ? 1 : 3;
                 broadphase_update_policy policy = scene_policy(kind, ti);
                 broadphase_config c =
-                    test_config(s.dimensions, METHODS[mi].method, policy, threads, 0.0f);
+                    test_config(s.dimensions, method_at(mi), policy, threads, 0.0f);
                 c.rest_share = (kind + ti) % 2 ? 1.0f : c.rest_share;
                 bool statics = (kind + (int)mi) % 3 == 0;
                 TEST_CONTEXT("scene %s method %s threads %d policy %s rest share %g statics %d",
-                             scene_name(s.kind), METHODS[mi].name, threads, policy_names[policy],
-                             (double)c.rest_share, (int)statics);
+                             scene_name(s.kind), method_name(method_at(mi)), threads,
+                             policy_names[policy], (double)c.rest_share, (int)statics);
                 broadphase_world *w = make_world_from(&c);
                 REQUIRE(w);
                 CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
@@ -535,7 +537,7 @@ TEST(rest_on_every_scene) {
                             pair_list_push(&want, all.data[p].a, all.data[p].b);
                     TEST_CONTEXT("scene %s method %s threads %d policy %s rest share %g statics %d "
                                  "frame %d",
-                                 scene_name(s.kind), METHODS[mi].name, threads,
+                                 scene_name(s.kind), method_name(method_at(mi)), threads,
                                  policy_names[policy], (double)c.rest_share, (int)statics, f);
                     CHECK(pairs_equal(want.data, want.count, got.data, got.count, "rest"));
                     broadphase_stats st;
@@ -583,9 +585,9 @@ static broadphase_world *four_boxes(broadphase_method method, uint32_t ids[4]) {
 /* Filters by hand: categories and masks both ways, groups, defaults for new and reused ids,
  * and bad input refused with nothing changed. */
 TEST(filters_by_hand_and_bad_input) {
-    for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
-        broadphase_method method = METHODS[mi].method;
-        TEST_CONTEXT("method %s", METHODS[mi].name);
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        broadphase_method method = method_at(mi);
+        TEST_CONTEXT("method %s", method_name(method_at(mi)));
         uint32_t ids[4];
         broadphase_world *w = four_boxes(method, ids);
         REQUIRE(w);
@@ -640,10 +642,10 @@ TEST(filters_by_hand_and_bad_input) {
  * the rest, filters and removal wake objects, a new static sends everything back into the tree;
  * every step's pairs by hand. Brute force never rests. Bad shares are refused. */
 TEST(rest_by_hand_and_bad_config) {
-    for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
-        broadphase_method method = METHODS[mi].method;
-        bool tree = method != BROADPHASE_METHOD_BRUTE_FORCE; /* brute force never rests */
-        TEST_CONTEXT("method %s", METHODS[mi].name);
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        broadphase_method method = method_at(mi);
+        bool tree = method_has_tree(method); /* brute force never rests */
+        TEST_CONTEXT("method %s", method_name(method_at(mi)));
         uint32_t ids[4];
         broadphase_config cfg = test_config(2, method, BROADPHASE_UPDATE_AUTO, 2, 0.0f);
         cfg.rest_share = 0.5f;
@@ -721,9 +723,9 @@ TEST(rest_by_hand_and_bad_config) {
 /* Static flags by hand: static-static pairs vanish, static-moving ones stay, through moves,
  * removal and id reuse; bad input changes nothing. */
 TEST(statics_by_hand_and_bad_input) {
-    for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
-        broadphase_method method = METHODS[mi].method;
-        TEST_CONTEXT("method %s", METHODS[mi].name);
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        broadphase_method method = method_at(mi);
+        TEST_CONTEXT("method %s", method_name(method_at(mi)));
         uint32_t ids[4];
         broadphase_world *w = four_boxes(method, ids);
         REQUIRE(w);
@@ -792,7 +794,7 @@ static int id_compare(const void *x, const void *y) {
  * on both sides then both ends and begins), their ids handed out again each time. Every method
  * and setting, 2D and 3D, side by side; the pairs against the reference too. */
 TEST(pair_events_are_the_difference_of_steps) {
-    enum { FRAMES = 13, WORLDS = METHOD_COUNT * SETTING_COUNT };
+    enum { FRAMES = 13, WORLDS = METHODS * SETTING_COUNT };
     pair_list by_index = {0}, want = {0}, before = {0}, begun = {0}, ended = {0};
     size_t begun_total = 0, ended_total = 0, both_total = 0;
     for (int dims = 2; dims <= 3; dims++) {
@@ -806,9 +808,9 @@ TEST(pair_events_are_the_difference_of_steps) {
         uint8_t *live = malloc(n);
         broadphase_world *w[WORLDS];
         for (size_t v = 0; v < WORLDS; v++) { /* the worlds step side by side */
-            const setting *set = &SETTINGS[v / METHOD_COUNT];
-            w[v] = make_world_events(dims, METHODS[v % METHOD_COUNT].method, set->update,
-                                     set->threads, set->looseness, 0.125f);
+            const setting *set = &SETTINGS[v / METHODS];
+            w[v] = make_world_events(dims, method_at(v % METHODS), set->update, set->threads,
+                                     set->looseness, 0.125f);
             REQUIRE(w[v]);
         }
         /* Adds the objects pick[0, m) to every world: each hands out the same ids. */
@@ -860,9 +862,9 @@ TEST(pair_events_are_the_difference_of_steps) {
             live_pairs(&s, ids, live, &by_index, &want);
             expected_events(&before, before_gen, &want, gen, &begun, &ended);
             for (size_t v = 0; v < WORLDS; v++) {
-                const setting *set = &SETTINGS[v / METHOD_COUNT];
+                const setting *set = &SETTINGS[v / METHODS];
                 TEST_CONTEXT("%dD %s " SETTING_FMT " frame %d", dims,
-                             METHODS[v % METHOD_COUNT].name, SETTING_ARGS(set), f);
+                             method_name(method_at(v % METHODS)), SETTING_ARGS(set), f);
                 broadphase_pairs got = step_ok(w[v]);
                 CHECK(pairs_equal(want.data, want.count, got.data, got.count, "pairs"));
                 broadphase_events ev;
@@ -904,19 +906,19 @@ TEST(pair_events_are_the_difference_of_steps) {
     free(ended.data);
 }
 
-/* Issue 29's second defect: an id removed and handed out again, then a later add call that
+/* A defect found from outside: an id removed and handed out again, then a later add call that
  * grows the id range. The grow dropped the marks of the ids reused since the last step, so the
  * pair of the reused id went on as if nothing had happened (begun {} and ended {}). Every method,
  * 2D and 3D, with 1 to 40 far objects in the later call (so that it crosses the marks' growth
  * at several sizes), each under one of the settings. */
 TEST(pair_events_reused_id_then_new_ids) {
     for (int dims = 2; dims <= 3; dims++) {
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (size_t far = 1; far <= 40; far += 3) {
                 const setting *set = &SETTINGS[far % SETTING_COUNT];
                 TEST_CONTEXT("dims %d method %s " SETTING_FMT " far objects %zu", dims,
-                             METHODS[mi].name, SETTING_ARGS(set), far);
-                broadphase_world *w = make_world_events(dims, METHODS[mi].method, set->update,
+                             method_name(method_at(mi)), SETTING_ARGS(set), far);
+                broadphase_world *w = make_world_events(dims, method_at(mi), set->update,
                                                         set->threads, set->looseness, 0.125f);
                 REQUIRE(w);
                 float lo[] = {0, 0.5f}, hi[] = {1, 1.5f};
@@ -957,10 +959,11 @@ TEST(pair_events_reused_id_then_new_ids) {
  * object ends its pairs; an id handed out again to a new object in the same place ends the old pair
  * and begins the new one; a world without pair_events refuses, and NULL is refused. */
 TEST(pair_events_removal_and_reused_id) {
-    for (size_t mi = 0; mi < METHOD_COUNT * SETTING_COUNT; mi++) {
-        broadphase_method method = METHODS[mi % METHOD_COUNT].method;
-        const setting *set = &SETTINGS[mi / METHOD_COUNT];
-        TEST_CONTEXT("method %s " SETTING_FMT, METHODS[mi % METHOD_COUNT].name, SETTING_ARGS(set));
+    for (size_t mi = 0; mi < METHODS * SETTING_COUNT; mi++) {
+        broadphase_method method = method_at(mi % METHODS);
+        const setting *set = &SETTINGS[mi / METHODS];
+        TEST_CONTEXT("method %s " SETTING_FMT, method_name(method_at(mi % METHODS)),
+                     SETTING_ARGS(set));
         broadphase_world *w =
             make_world_events(3, method, set->update, set->threads, set->looseness, 1.0f);
         REQUIRE(w);
@@ -1071,14 +1074,14 @@ TEST(queries_equal_reference) {
     rested_seen = 0;
     for (size_t ki = 0; ki < sizeof query_scenes / sizeof query_scenes[0]; ki++)
         for (size_t ni = 0; ni < sizeof query_sizes / sizeof query_sizes[0]; ni++)
-            for (size_t mi = 0; mi < METHOD_COUNT; mi++)
+            for (size_t mi = 0; mi < METHODS; mi++)
                 for (int threads = 1; threads <= 3; threads += 2) {
                     broadphase_update_policy policy = scene_policy((int)(ki + ni), threads);
                     TEST_CONTEXT("scene %s n %zu method %s threads %d policy %s",
-                                 scene_name(query_scenes[ki]), query_sizes[ni], METHODS[mi].name,
-                                 threads, policy_names[policy]);
-                    world_life(query_scenes[ki], query_sizes[ni], METHODS[mi].method, policy,
-                               threads, &s);
+                                 scene_name(query_scenes[ki]), query_sizes[ni],
+                                 method_name(method_at(mi)), threads, policy_names[policy]);
+                    world_life(query_scenes[ki], query_sizes[ni], method_at(mi), policy, threads,
+                               &s);
                 }
     /* the queries found things: a test of empty answers proves nothing */
     CHECK(checked_results > 1000000);
@@ -1096,7 +1099,7 @@ TEST(levels_add_up_to_the_stats) {
     enum { FRAMES = 10 };
     size_t resting = 0, statics = 0, nodes = 0;
     for (int dims = 2; dims <= 3; dims++) {
-        for (size_t mi = 0; mi < METHOD_COUNT; mi++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
             for (size_t si = 0; si < SETTING_COUNT; si++) {
                 const setting *set = &SETTINGS[si];
                 scene s;
@@ -1105,20 +1108,21 @@ TEST(levels_add_up_to_the_stats) {
                 uint32_t *ids = malloc(n * sizeof *ids), *some = malloc(n * sizeof *some);
                 size_t *pick = malloc(n * sizeof *pick);
                 uint8_t *live = malloc(n);
-                broadphase_config c = test_config(dims, METHODS[mi].method, set->update,
-                                                  set->threads, set->looseness);
+                broadphase_config c =
+                    test_config(dims, method_at(mi), set->update, set->threads, set->looseness);
                 c.rest_share = si % 2 ? 1.0f : c.rest_share;
                 broadphase_world *w = make_world_from(&c);
                 REQUIRE(w);
-                TEST_CONTEXT("%dD %s " SETTING_FMT " before the first step", dims, METHODS[mi].name,
-                             SETTING_ARGS(set));
+                TEST_CONTEXT("%dD %s " SETTING_FMT " before the first step", dims,
+                             method_name(method_at(mi)), SETTING_ARGS(set));
                 check_levels_add_up(w);
                 CHECK_EQ_INT(scene_add_to_world(&s, w, ids), BROADPHASE_OK);
                 check_levels_add_up(w);
                 memset(live, 1, n);
                 for (int f = 0; f < FRAMES; f++) {
                     TEST_CONTEXT("%dD %s " SETTING_FMT " rest share %g frame %d", dims,
-                                 METHODS[mi].name, SETTING_ARGS(set), (double)c.rest_share, f);
+                                 method_name(method_at(mi)), SETTING_ARGS(set),
+                                 (double)c.rest_share, f);
                     if (f == 2) { /* every 5th static */
                         size_t m = 0;
                         for (size_t i = 0; i < n; i += 5) some[m++] = ids[i];
@@ -1150,7 +1154,7 @@ TEST(levels_add_up_to_the_stats) {
                 for (size_t i = 0; i < n; i++)
                     if (live[i]) some[m++] = ids[i];
                 CHECK_EQ_INT(broadphase_remove(w, m, some), BROADPHASE_OK);
-                TEST_CONTEXT("%dD %s " SETTING_FMT " emptied", dims, METHODS[mi].name,
+                TEST_CONTEXT("%dD %s " SETTING_FMT " emptied", dims, method_name(method_at(mi)),
                              SETTING_ARGS(set));
                 CHECK_EQ_INT(step_ok(w).count, 0);
                 check_levels_add_up(w);

@@ -1,11 +1,12 @@
-/* The runner's SVG pictures (perf/common/svg.c), read back element by element: one element per object
- * with its id, one per node broadphase_visit_nodes shows, and the highlighted objects exactly the
- * library's answers (the last step's pairs, a box query's hits and candidates, a ray's hits and
- * its first hit), for every method, in 2D and projected from 3D, with static objects and objects
- * at rest; and the option parsers. */
+/* The runner's SVG pictures (perf/common/svg.c), read back element by element: one element per
+ * object with its id, one per node broadphase_visit_nodes shows, and the highlighted objects
+ * exactly the library's answers (the last step's pairs, a box query's hits and candidates, a ray's
+ * hits and its first hit), for every method, in 2D and projected from 3D, with static objects and
+ * objects at rest; and the option parsers. */
 #include "test.h"
 
 #include "broadphase.h"
+#include "method.h"
 #include "scenes.h"
 #include "svg.h"
 
@@ -221,7 +222,7 @@ static void check_picture(scene_kind kind, size_t count, broadphase_method metho
     CHECK_EQ_INT(broadphase_visit_nodes(w, count_node, per), BROADPHASE_OK);
     for (int k = 0; k < 3; k++) CHECK_EQ_INT(pic.nodes[k], per[k]);
     CHECK_EQ_INT(sum.nodes, per[0] + per[1] + per[2]);
-    if (method != BROADPHASE_METHOD_BRUTE_FORCE) {
+    if (method_for(method)->fill_levels != NULL) {     /* a method with a tree */
         CHECK(per[0] > 1 && per[1] > 0 && per[2] > 0); /* the test covers all three */
     }
 
@@ -283,19 +284,19 @@ done:
     scene_free(&s);
 }
 
-static const broadphase_method methods[] = {BROADPHASE_METHOD_KDTREE, BROADPHASE_METHOD_OCTREE,
-                                            BROADPHASE_METHOD_BRUTE_FORCE};
-
 TEST(picture_2d_shows_the_library_answers) {
     /* shapes2d: boxes and circles in a square of side 50. */
     svg_options o = {
         .box_count = 4, .box = {15, 15, 30, 27}, .ray_count = 4, .ray = {1, 20, 1, 0.3f}};
-    for (int m = 0; m < 3; m++) check_picture(SCENE_SHAPES2D, 300, methods[m], &o);
+    for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
+        check_picture(SCENE_SHAPES2D, 300, (broadphase_method)m, &o);
     svg_options bounded = {
         .box_count = 4, .box = {0, 0, 10, 50}, .ray_count = 5, .ray = {49, 1, -1, 1, 40}};
-    for (int m = 0; m < 3; m++) check_picture(SCENE_PLANE2D, 200, methods[m], &bounded);
+    for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
+        check_picture(SCENE_PLANE2D, 200, (broadphase_method)m, &bounded);
     svg_options plain = {.title = "no query"};
-    for (int m = 0; m < 3; m++) check_picture(SCENE_SHAPES2D, 150, methods[m], &plain);
+    for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
+        check_picture(SCENE_SHAPES2D, 150, (broadphase_method)m, &plain);
 }
 
 TEST(picture_3d_projects_onto_each_plane) {
@@ -306,10 +307,12 @@ TEST(picture_3d_projects_onto_each_plane) {
                              .box = {3, 4, 5, 9, 10, 11},
                              .ray_count = 7,
                              .ray = {0, 7, 6, 1, 0.1f, 0.05f, 30}};
-        for (int m = 0; m < 3; m++) check_picture(SCENE_SHAPES, 250, methods[m], &whole);
+        for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
+            check_picture(SCENE_SHAPES, 250, (broadphase_method)m, &whole);
         /* A box given on the plane spans the objects along the third axis. */
         svg_options flat = {.plane = (svg_plane)p, .box_count = 4, .box = {5, 5, 9, 8}};
-        for (int m = 0; m < 3; m++) check_picture(SCENE_SHAPES, 250, methods[m], &flat);
+        for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
+            check_picture(SCENE_SHAPES, 250, (broadphase_method)m, &flat);
     }
 }
 

@@ -65,11 +65,34 @@ typedef enum broadphase_status {
 /* A fixed, human-readable sentence for a status; never NULL ("unknown status" if out of range). */
 BROADPHASE_API const char *broadphase_status_string(broadphase_status status);
 
+/* The methods, one line each: X(enumerator, name). This is the one list of methods: the enum
+ * below, the engine's registry, broadphase_method_name(), the tests, the runner and the
+ * benchmarks are all made from it. `name` is the method's name for people and files, and in
+ * the engine the name of its table of functions (engine/method.h: `name`_method), defined in
+ * the method's own files, engine/`name`.c and engine/`name`_*.c.
+ * - kdtree: objects that straddle a split plane stay in its node (the default)
+ * - octree: a loose octree, a quadtree when dimensions == 2
+ * - brute_force: the oracle: every pair tested, with SIMD, in parallel */
+#define BROADPHASE_METHOD_LIST(X)                                                                  \
+    X(BROADPHASE_METHOD_KDTREE, kdtree)                                                            \
+    X(BROADPHASE_METHOD_OCTREE, octree)                                                            \
+    X(BROADPHASE_METHOD_BRUTE_FORCE, brute_force)
+
 typedef enum broadphase_method {
-    BROADPHASE_METHOD_KDTREE,
-    BROADPHASE_METHOD_OCTREE,      /* a quadtree when dimensions == 2 */
-    BROADPHASE_METHOD_BRUTE_FORCE, /* the oracle: every pair tested, with SIMD, in parallel */
+#define BROADPHASE_METHOD_ENUM_(id, name) id,
+    BROADPHASE_METHOD_LIST(BROADPHASE_METHOD_ENUM_)
+#undef BROADPHASE_METHOD_ENUM_
 } broadphase_method;
+
+/* How many methods there are: the methods are 0 .. BROADPHASE_METHOD_COUNT - 1, in the list's
+ * order. */
+#define BROADPHASE_METHOD_ONE_(id, name) +1
+enum { BROADPHASE_METHOD_COUNT = 0 BROADPHASE_METHOD_LIST(BROADPHASE_METHOD_ONE_) };
+#undef BROADPHASE_METHOD_ONE_
+
+/* A method's name as in the list ("kdtree", "octree", "brute_force"); NULL for a value that
+ * names no method. */
+BROADPHASE_API const char *broadphase_method_name(broadphase_method method);
 
 typedef enum broadphase_update_policy {
     BROADPHASE_UPDATE_AUTO,    /* refit while the structure stays good, rebuild when it degrades */
@@ -110,7 +133,7 @@ typedef struct broadphase_config {
     size_t initial_capacity; /* objects to reserve at creation; default 0 */
     /* Octree: each cell is enlarged by this factor about its centre for holding objects (a
      * loose octree), so that an object sits at the level its size suits instead of above every
-     * cell border it crosses. 1 gives the strict octree. Default 1.5 (perf/NOTES.md rows 30
+     * cell border it crosses. 1 gives the strict octree. Default 1.5 (NOTES rows 30
      * and 77); range 1..4. */
     float looseness;
     /* Keep the previous step's pairs and report, after each step, the pairs that began and

@@ -6,6 +6,7 @@
 
 #include "broadphase.h"
 #include "crowd.h"
+#include "method.h"
 #include "peers.h"
 #include "scenes.h"
 #include "series.h"
@@ -22,14 +23,22 @@
 #define BENCH_BRUTE_FORCE_MAX 20000
 #define BENCH_SEED 1
 
-typedef enum bench_engine {
-    BENCH_KDTREE,
-    BENCH_OCTREE,
-    BENCH_BRUTE,
-    BENCH_PEER,
-    BENCH_CROWD /* a crowd's neighbourhoods by one route (perf/common/crowd.h; `peer` holds the route) */
-} bench_engine;
-/* Crowd cases (issue 34): 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
+/* What a case runs: one of our methods (its broadphase_method value: the one list of methods,
+ * BROADPHASE_METHOD_LIST, gives every method its cases), a peer library, or a crowd's
+ * neighbourhoods by one route (perf/common/crowd.h; `peer` holds the route). */
+typedef int bench_engine;
+enum { BENCH_PEER = BROADPHASE_METHOD_COUNT, BENCH_CROWD };
+
+static bool bench_is_ours(bench_engine engine) {
+    return engine >= 0 && engine < BENCH_PEER;
+}
+
+/* One of our methods with a tree (update policies and leaves: the kd-tree, the octree); the
+ * others test every pair (brute force), and are quadratic. */
+static bool bench_is_tree(bench_engine engine) {
+    return bench_is_ours(engine) && method_has_tree((broadphase_method)engine);
+}
+/* Crowd cases: 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
  * within it, walking 0.5 a frame; a frame moves the crowd and finds every neighbourhood. */
 #define CROWD_DISTANCE 15.0f
 #define CROWD_K 10
@@ -63,7 +72,7 @@ static const char *const variant_suffix[] = {"",         "_all_in_tree", "_mover
  * addition and the step. */
 #define CHURN_SHARE 1000
 
-/* Query cases (issue 6): a frame runs QUERY_BATCH queries of one kind on a world of the uniform
+/* Query cases: a frame runs QUERY_BATCH queries of one kind on a world of the uniform
  * scene (or of plane2d, the "2d" cases) that was stepped once, one query at a time (single) or in
  * one batched call; or the same queries on a peer library's structure after one frame, one at a
  * time on one thread (the box, ray and closest-ray queries that it offers, peers.h). */
@@ -141,9 +150,9 @@ int bench_hardware_threads(void) {
 }
 
 static const char *engine_name(const bench_case *c) {
-    static const char *const names[] = {"kdtree", "octree", "brute"};
     if (c->engine == BENCH_CROWD) return crowd_route_name((crowd_route)c->peer);
-    return c->engine == BENCH_PEER ? peer_engine_name(c->peer) : names[c->engine];
+    return c->engine == BENCH_PEER ? peer_engine_name(c->peer)
+                                   : broadphase_method_name((broadphase_method)c->engine);
 }
 
 static void add_variant_case(scene_kind kind, bench_variant variant, bench_engine engine,
@@ -159,7 +168,7 @@ static void add_variant_case(scene_kind kind, bench_variant variant, bench_engin
     }
     bench_case *c = &bench_cases[bench_cases_count++];
     *c = (bench_case){kind, engine, which, update, count, threads, variant, QUERY_NONE, false, ""};
-    if (engine == BENCH_KDTREE || engine == BENCH_OCTREE) {
+    if (bench_is_tree(engine)) {
         snprintf(c->name, sizeof c->name, "step/%s%s/%s/%s/n:%zu/threads:%d", scene_name(kind),
                  variant_suffix[variant], engine_name(c), update_names[update], count, threads);
     } else {
@@ -177,15 +186,15 @@ static void add_case(scene_kind kind, bench_engine engine, peer_engine which,
  * its statics flagged, with every object in the tree, and with the movers alone; sleeping
  * (1 000 000 objects, 1% moving). Both trees, update auto, 1 thread and all of them. */
 static void add_still_world_cases(const int *threads, int thread_count) {
-    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
     int ends[2] = {threads[0], threads[thread_count - 1]};
     for (int t = 0; t < (ends[0] == ends[1] ? 1 : 2); t++) {
-        for (size_t m = 0; m < 2; m++) {
+        for (bench_engine m = 0; m < BENCH_PEER; m++) {
+            if (!bench_is_tree(m)) continue;
             for (int v = 0; v < 3; v++)
-                add_variant_case(SCENE_STATIC_WORLD, (bench_variant)v, trees[m], PEER_ENGINE_COUNT,
+                add_variant_case(SCENE_STATIC_WORLD, (bench_variant)v, m, PEER_ENGINE_COUNT,
                                  BROADPHASE_UPDATE_AUTO, 1010000, ends[t]);
             for (int v = 0; v < 2; v++)
-                add_variant_case(SCENE_SLEEPING, v ? VARIANT_NO_REST : VARIANT_PLAIN, trees[m],
+                add_variant_case(SCENE_SLEEPING, v ? VARIANT_NO_REST : VARIANT_PLAIN, m,
                                  PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, 1000000, ends[t]);
         }
     }
@@ -194,14 +203,13 @@ static void add_still_world_cases(const int *threads, int thread_count) {
 /* Query throughput at N = 1e5 and 1e6 on the uniform scene: every query kind, both trees (and
  * brute force at 1e5), one at a time on one thread and batched on 1 thread and all of them. */
 static void add_query_cases(size_t count, const int *threads, int thread_count) {
-    static const bench_engine engines[] = {BENCH_KDTREE, BENCH_OCTREE, BENCH_BRUTE};
     int ends[2] = {threads[0], threads[thread_count - 1]};
     for (int q = QUERY_BOX; q < QUERY_KINDS; q++) {
-        for (size_t e = 0; e < 3; e++) {
-            if (engines[e] == BENCH_BRUTE && count > 100000) continue;
+        for (bench_engine e = 0; e < BENCH_PEER; e++) {
+            if (!bench_is_tree(e) && count > 100000) continue;
             for (int mode = 0; mode < 3; mode++) {
                 if (mode == 2 && ends[0] == ends[1]) continue;
-                add_variant_case(SCENE_UNIFORM, VARIANT_PLAIN, engines[e], PEER_ENGINE_COUNT,
+                add_variant_case(SCENE_UNIFORM, VARIANT_PLAIN, e, PEER_ENGINE_COUNT,
                                  BROADPHASE_UPDATE_AUTO, count, mode == 2 ? ends[1] : 1);
                 bench_case *c = &bench_cases[bench_cases_count - 1];
                 c->query = (bench_query)q;
@@ -256,10 +264,10 @@ static size_t peer_query_max_count(peer_engine which) {
 static void add_peer_query_cases(size_t count) {
     static const bench_query kinds[] = {QUERY_BOX, QUERY_RAY, QUERY_CLOSEST};
     static const peer_query peer_kinds[] = {PEER_QUERY_BOX, PEER_QUERY_RAY, PEER_QUERY_CLOSEST};
-    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
-    for (size_t m = 0; m < 2; m++) {
+    for (bench_engine m = 0; m < BENCH_PEER; m++) {
+        if (!bench_is_tree(m)) continue;
         for (size_t q = 0; q < 3; q++)
-            add_single_query_case(SCENE_PLANE2D, trees[m], PEER_ENGINE_COUNT, count, kinds[q]);
+            add_single_query_case(SCENE_PLANE2D, m, PEER_ENGINE_COUNT, count, kinds[q]);
     }
     for (int e = 0; e < PEER_ENGINE_COUNT; e++) {
         peer_engine which = (peer_engine)e;
@@ -339,34 +347,35 @@ static void add_peer_cases(scene_kind kind, size_t count) {
  * A scene whose objects stand still and that peers run also gets step/<scene>_rest/<tree>/auto
  * cases (VARIANT_REST). */
 static void add_scene_cases(scene_kind kind, size_t count, const int *threads, int thread_count) {
-    static const bench_engine trees[] = {BENCH_KDTREE, BENCH_OCTREE};
     static const broadphase_update_policy updates[] = {
         BROADPHASE_UPDATE_REBUILD, BROADPHASE_UPDATE_REFIT, BROADPHASE_UPDATE_AUTO};
-    for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+    for (bench_engine m = 0; m < BENCH_PEER; m++) {
+        if (!bench_is_tree(m)) continue;
         for (size_t u = 0; u < sizeof updates / sizeof updates[0]; u++) {
             for (int t = 0; t < thread_count; t++) {
-                add_case(kind, trees[m], PEER_ENGINE_COUNT, updates[u], count, threads[t]);
+                add_case(kind, m, PEER_ENGINE_COUNT, updates[u], count, threads[t]);
             }
         }
     }
-    if (count <= BENCH_BRUTE_FORCE_MAX) {
-        for (int t = 0; t < thread_count; t++) {
-            add_case(kind, BENCH_BRUTE, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, count,
-                     threads[t]);
-        }
+    for (bench_engine m = 0; m < BENCH_PEER && count <= BENCH_BRUTE_FORCE_MAX; m++) {
+        if (bench_is_tree(m)) continue;
+        for (int t = 0; t < thread_count; t++)
+            add_case(kind, m, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO, count, threads[t]);
     }
     if (kind == SCENE_MOVING && count >= 100000) {
-        for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+        for (bench_engine m = 0; m < BENCH_PEER; m++) {
+            if (!bench_is_tree(m)) continue;
             for (int t = 0; t < thread_count; t++)
-                add_variant_case(kind, VARIANT_CHURN, trees[m], PEER_ENGINE_COUNT,
-                                 BROADPHASE_UPDATE_AUTO, count, threads[t]);
+                add_variant_case(kind, VARIANT_CHURN, m, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO,
+                                 count, threads[t]);
         }
     }
     if (!scene_is_moving(kind) && kind != SCENE_SPHERES) {
-        for (size_t m = 0; m < sizeof trees / sizeof trees[0]; m++) {
+        for (bench_engine m = 0; m < BENCH_PEER; m++) {
+            if (!bench_is_tree(m)) continue;
             for (int t = 0; t < thread_count; t++)
-                add_variant_case(kind, VARIANT_REST, trees[m], PEER_ENGINE_COUNT,
-                                 BROADPHASE_UPDATE_AUTO, count, threads[t]);
+                add_variant_case(kind, VARIANT_REST, m, PEER_ENGINE_COUNT, BROADPHASE_UPDATE_AUTO,
+                                 count, threads[t]);
         }
     }
     add_peer_cases(kind, count);
@@ -463,13 +472,8 @@ static broadphase_status world_for_scene(const scene *s, bench_variant variant,
 /* Our engines: the warm-up step builds the structure and grows every buffer to its working
  * size. */
 static bool setup_ours(bench_run *r, char *error, size_t error_size) {
-    static const broadphase_method methods[] = {
-        [BENCH_KDTREE] = BROADPHASE_METHOD_KDTREE,
-        [BENCH_OCTREE] = BROADPHASE_METHOD_OCTREE,
-        [BENCH_BRUTE] = BROADPHASE_METHOD_BRUTE_FORCE,
-    };
     const char *stage;
-    broadphase_status st = world_for_scene(&r->s, r->c->variant, methods[r->c->engine],
+    broadphase_status st = world_for_scene(&r->s, r->c->variant, (broadphase_method)r->c->engine,
                                            r->c->update, r->c->threads, r->ids, &r->w, &stage);
     if (st == BROADPHASE_OK) {
         stage = "warm-up step";

@@ -478,11 +478,8 @@ int soak_run(const soak_options *o, FILE *out) {
     fprintf(out,
             "soak: %s, %zu objects, %d threads, %zu frames in %.1f s: %zu churned, %zu toggles, "
             "%llu pairs begun, %llu ended\n",
-            o->method == BROADPHASE_METHOD_KDTREE   ? "kdtree"
-            : o->method == BROADPHASE_METHOD_OCTREE ? "octree"
-                                                    : "brute",
-            n, c.threads, frames_run, total_s, k.churned, k.toggled, (unsigned long long)k.begun,
-            (unsigned long long)k.ended);
+            broadphase_method_name(o->method), n, c.threads, frames_run, total_s, k.churned,
+            k.toggled, (unsigned long long)k.begun, (unsigned long long)k.ended);
     fprintf(out,
             "soak: %llu rebuilds, %llu refits, %llu static builds, %llu rest builds, %zu nodes\n",
             (unsigned long long)st.rebuilds, (unsigned long long)st.refits,

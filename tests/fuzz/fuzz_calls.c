@@ -341,7 +341,7 @@ static uint64_t run(const uint8_t *data, size_t size, int threads) {
     reader r = {data, size, 0};
     uint8_t h0 = next(&r), h1 = next(&r), h2 = next(&r);
     broadphase_config c = broadphase_config_default(2 + (h0 & 1));
-    c.method = (broadphase_method)((h0 >> 1) % 3);
+    c.method = (broadphase_method)((h0 >> 1) % BROADPHASE_METHOD_COUNT);
     c.update = (broadphase_update_policy)((h0 >> 3) % 3);
     c.pair_events = h0 & 0x20;
     c.rest_share = h0 & 0x40 ? 0.5f : h0 & 0x80 ? 0.0f : c.rest_share;
@@ -355,8 +355,8 @@ static uint64_t run(const uint8_t *data, size_t size, int threads) {
     f.fail_at = h2 < 128 ? 0 : h2 - 127; /* one of the first 128 allocations fails */
     drive d;
     uint64_t hash = 0xcbf29ce484222325ull;
-    snprintf(test_context, sizeof test_context, "dims %d method %d policy %d threads %d",
-             c.dimensions, (int)c.method, (int)c.update, threads);
+    snprintf(test_context, sizeof test_context, "dims %d method %s policy %d threads %d",
+             c.dimensions, broadphase_method_name(c.method), (int)c.update, threads);
     if (drive_open(&d, &c, &f)) {
         for (int calls = 0; calls < 64 && !done(&r) && !d.failed; calls++) one_call(&d, &r, &hash);
     }
