@@ -101,7 +101,7 @@ int crowd_run(const crowd_run_options *o, FILE *out) {
             "%g, threads %d, frames %zu\n",
             c.count, c.dims, c.distance, c.k, o->per_neighbourhood, c.step, o->threads, o->frames);
     size_t checked = 0, neighbours = 0;
-    /* Two threads' figures at 1e4 agents move with it (perf/NOTES.md, row 284). */
+    /* Two threads' figures at 1e4 agents move with it (NOTES row 284). */
     double round_trip_before = machine_round_trip_ns(MACHINE_ROUND_TRIPS);
     for (size_t f = 0; status == 0 && f < o->frames; f++) {
         for (int q = 0; q < CROWD_ROUTES && status == 0; q++) {

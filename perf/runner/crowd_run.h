@@ -1,6 +1,6 @@
 /* The crowd run (broadphase-run --crowd): a crowd walked for some frames, every agent's
- * neighbourhood found each frame by each route (perf/common/crowd.h), the routes' answers compared with
- * one another (and, with check, with the brute-force reference on a sample), their times
+ * neighbourhood found each frame by each route (perf/common/crowd.h), the routes' answers compared
+ * with one another (and, with check, with the brute-force reference on a sample), their times
  * summarised; an SVG picture of the last frame with one agent's neighbours marked. */
 #pragma once
 
