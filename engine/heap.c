@@ -14,7 +14,7 @@ static size_t round_up(size_t n, size_t to) {
 
 /* Large blocks are read in random order (boxes by id, in tree order): on 2 MB pages their
  * accesses miss the TLB far less (gathering 1M boxes: 7.1 ms on 4 KB pages, 5.4 ms on 2 MB
- * pages) (perf/NOTES.md row 2), so they are aligned for it and the kernel is asked for them.
+ * pages) (NOTES row 2), so they are aligned for it and the kernel is asked for them.
  * From 2 MB up: a block's first touch then costs one fault per 2 MB instead of one per 4 KB,
  * which on a virtual machine is most of what a first touch costs (a 1e6 world's arrays of 4
  * bytes an object, just under 4 MiB, were on 4 KB pages: its add 28-30 -> 18-25 ms; the first

@@ -169,7 +169,7 @@ static bool choose_split(const float lo[3], const float hi[3], int dims, int *ax
  * tree). Without a branch on the record's side, which no predictor guesses (half of them missed,
  * a build's time was mostly those): each record is written where its side goes, the straddlers
  * back into [begin, ...) behind the reading, the sides into the scratch's [begin, end) from
- * either end, copied back after (perf/NOTES.md row 239). The left side keeps its order, the
+ * either end, copied back after (NOTES row 239). The left side keeps its order, the
  * right side's is reversed: the same for any thread count. */
 static void partition(kd_record *rec, kd_record *scratch, uint32_t begin, uint32_t end, int axis,
                       float plane, uint32_t *own_end_out, uint32_t *right_out, float side_lo[2][3],
@@ -547,7 +547,7 @@ static uint32_t number_preorder(kdtree *t, uint32_t n, uint32_t i) {
 /* Ids or slots per chunk: SLOT_CHUNK, and below it, so that every worker has chunks to balance,
  * from SMALL_FROM slots on. Fewer slots stay in chunks of SLOT_CHUNK: a tree of 1e4 cut in three
  * chunks on two workers left half the boxes in the other core's cache, and the next move waited
- * for them (move 0.042 -> 0.082 ms at 1e4 on two threads, perf/NOTES.md row 115a). */
+ * for them (move 0.042 -> 0.082 ms at 1e4 on two threads, NOTES row 115a). */
 size_t kd_slot_chunk_size(size_t slots, int workers) {
     return threads_chunk_size(slots, workers, slots < SMALL_FROM ? SLOT_CHUNK : SMALL_CHUNK,
                               SLOT_CHUNK);

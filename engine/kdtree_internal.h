@@ -56,7 +56,7 @@ enum { NO_SWEEP = 3, SWEEP_MIN = 32 };
 _Static_assert(sizeof(size_t) >= 8, "the refit packs two 32-bit counts in one size_t");
 
 /* 32 bytes: whole records move faster in a build's partitions than 28-byte ones (74 against 56
- * ms at 1e6 objects, perf/NOTES.md row 239). */
+ * ms at 1e6 objects, NOTES row 239). */
 typedef struct kd_record {
     float min[3], max[3];
     uint32_t id, pad;

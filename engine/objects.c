@@ -377,7 +377,7 @@ static broadphase_status check_move_settled(broadphase_world *w, size_t count, c
     /* A batch whose first object has a new shape is most likely one where every object moved:
      * its values are checked first, then its ids, and every chunk is written, as before the
      * comparison came in: ids, values from the first new shape, write cost a moving 1e6 push
-     * 0.6-0.8 ms more on two threads (perf/NOTES.md, row 160; why is not pinned down). */
+     * 0.6-0.8 ms more on two threads (NOTES row 160; why is not pinned down). */
     uint32_t id0 = ids[0];
     bool live0 = id0 < w->store.id_end && w->store.kind[id0] != OBJECT_FREE;
     bool moved0 = live0 && (spheres ? first_new_sphere(w, ids, shapes, 0, 1)

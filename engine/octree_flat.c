@@ -133,7 +133,7 @@ static int by_u32(const void *x, const void *y) {
 
 /* The list's arrays, grown with an eighth to spare: the next list has about as many leaves and
  * pairs, often a few more, and growing again means new pages to fault in, which took the second
- * making at 1e6 from 7.5 ms to 15-18 (perf/NOTES.md, row 107). Contents are not kept. */
+ * making at 1e6 from 7.5 ms to 15-18 (NOTES row 107). Contents are not kept. */
 static bool flat_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
     return need <= *capacity || heap_grow(&w->heap, p, capacity, need + need / 8, size, 0);
 }

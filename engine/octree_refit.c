@@ -626,7 +626,7 @@ static void copy_nodes(size_t chunk, int worker, void *p) {
 
 /* Slots per chunk of the refit's passes: SMALL_CHUNK below SMALL_BELOW slots, else up to
  * SLOT_CHUNK, cut so that every worker has chunks to balance: 16 workers would otherwise find
- * 1e5 slots in 7 chunks of 16,384 (perf/NOTES.md, row 111). Whole cache lines of every column,
+ * 1e5 slots in 7 chunks of 16,384 (NOTES row 111). Whole cache lines of every column,
  * as the streamed writes want. The chunks only divide the work: the passes give the same result
  * for any chunking, so the thread count changes nothing but the time. */
 static size_t refit_chunk_size(size_t slots, int workers) {
@@ -807,7 +807,7 @@ static void light_collect(size_t chunk, int worker, void *p) {
  * leaves, but nothing is tightened and the tree keeps its shape, so the flat list stays: when
  * oc_window_turn says so, and when a leaf's bounds left its reach region (the flat search could
  * not run). Laid out in place (octree_in_place.c): a hundred movers at moving2d 1e5 no longer
- * copy every slot into the other buffer, 0.34-0.48 ms of a 0.5-0.85 ms step (perf/NOTES.md,
+ * copy every slot into the other buffer, 0.34-0.48 ms of a 0.5-0.85 ms step (NOTES
  * rows 296-297); every slot is copied only where one segment of the in-place layout would hold
  * more than 3/4 of them. */
 static void light_relayout(broadphase_world *w, octree *t, size_t chunks) {
@@ -884,8 +884,8 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
      * or removals (the movers still few enough to wait) tightens a TIGHTEN_EVERY-th of the slots,
      * the next part at the next such step: never run, leaves would loosen to their regions; run
      * over every slot at every step that adds, it moved objects between leaves at each and the
-     * flat list was made again at most of them (NOTES, row 133); over every slot at every
-     * TIGHTEN_EVERY-th, that step cost 2.2 ms more than the others at 1e5 (row 271). */
+     * flat list was made again at most of them (NOTES row 133); over every slot at every
+     * TIGHTEN_EVERY-th, that step cost 2.2 ms more than the others at 1e5 (NOTES row 271). */
     tighten_ctx tc = {t, 0};
     if (pending > pending_limit(t)) {
         threads_for_chunks(w->workers, chunks, tighten, &tc);

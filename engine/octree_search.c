@@ -271,7 +271,7 @@ void oc_flat_job(size_t job, int worker, void *p) {
     uint32_t end = t->fl_job[job + 1];
     for (uint32_t i = t->fl_job[job]; i < end; i++) {
         /* The nodes of the leaf FLAT_AHEAD on and of its candidates: scattered in memory, and
-         * the first thing read (perf/NOTES.md, row 100). */
+         * the first thing read (NOTES row 100). */
         if (i + FLAT_AHEAD < t->fl_leaves) {
             uint32_t f = i + FLAT_AHEAD;
             __builtin_prefetch(&t->nodes[t->fl_leaf[f]]);

@@ -2,7 +2,7 @@
  *
  * A full relayout copies every slot, tightens every leaf and reshapes the tree, however few
  * objects move, and the flat list is made again after it: at moving 1e5 that was 4-6 ms of a
- * 7 ms frame once every 33 steps (perf/NOTES.md, rows 158 and 174). So while the movers may
+ * 7 ms frame once every 33 steps (NOTES rows 158 and 174). So while the movers may
  * wait, the tree is laid out a part at a time, and no step does much more than another:
  * - the windows are the root's subtrees (8 in 3D, 4 in 2D; 16 windows in 2D left the leaves
  *   looser, NOTES row 176). Every few steps two windows whose cells share a face are laid out
@@ -37,7 +37,7 @@ enum {
      * tighten their window at the step before (tighten_ahead). A turn every 3 steps (3D's 12
      * pairs) is a third of the frames, not a spike, and tightening at the step before only put
      * the cost on another third: the update's median at moving 1e5 rose from 0.74-0.79 to
-     * 0.77-0.85 ms (perf/NOTES.md, row 294). */
+     * 0.77-0.85 ms (NOTES row 294). */
     AHEAD_STRIDE = 4
 };
 
@@ -229,7 +229,7 @@ static void tighten_ahead_chunk(size_t chunk, int worker, void *p) {
 /* The step before a turn: the window that turn is due to tighten is tightened now, its marks
  * (dest) kept by the next refit while their leaves hold the boxes (octree_refit.c), so that the
  * turn's frame does not carry the tightening too: at moving2d 1e5 it was 0.1-0.2 ms of the 2D
- * pair's 0.5 (perf/NOTES.md, row 294). Nothing is laid out between: this is the step's last
+ * pair's 0.5 (NOTES row 294). Nothing is laid out between: this is the step's last
  * change to the tree, and the next refit ends the marks' life, whatever it decides. */
 static void tighten_ahead(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
     int due = due_to_tighten(t, a, b, t->window_steps + 1);

@@ -609,7 +609,7 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
 /* A large nearest batch (GRID_SHARE of the objects' count or more, GRID_MIN at least) on a grid
  * of the objects' centres made for the call, as broadphase_neighbourhoods searches: time in
  * proportion to the objects and each search's k nearest, not to all within the distance that a
- * dense crowd's searches meet in the structures' walks (perf/NOTES.md row 241). The same rows:
+ * dense crowd's searches meet in the structures' walks (NOTES row 241). The same rows:
  * both are broadphase_nearest_within's. *done false where the grid is no use (a few very wide
  * objects, a distance large next to the spacing), or the batch small: the structures then. */
 enum { GRID_MIN = 256, GRID_SHARE = 8 };

@@ -51,7 +51,7 @@ static void release_columns(query_group *g) {
 
 /* Columns for `need` objects and the kernels' sentinels past them: made even for none (a group
  * whose regions hold no object still writes its sentinels; that wrote through a null pointer
- * when a batch's first group gathered nothing, perf/NOTES.md row 242). */
+ * when a batch's first group gathered nothing, NOTES row 242). */
 static bool group_reserve(query_group *g, size_t need) {
     if (need <= g->cap && g->cols) return true;
     size_t cap = g->cap * 2 > need ? g->cap * 2 : need;

@@ -16,7 +16,7 @@ enum { OBJECT_BOX = 0, OBJECT_SPHERE = 1, OBJECT_FREE = 2 };
  * box is one cache line: the trees read every box by id, in their own order, every step, and
  * from six separate columns that costs six cache misses per object instead of one (gathering
  * 1M boxes in random order, one thread: 28.7 ms from columns, 9.3 ms from records)
- * (perf/NOTES.md row 1). */
+ * (NOTES row 1). */
 typedef struct world_box {
     _Alignas(32) float lo[4];
     float hi[4];

@@ -25,7 +25,7 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
     /* An eighth to spare: objects added after a build wait in the spare slots until the next
      * relayout, and without room for them the first add after a build would force a build at
      * every step (moving 1e5 with 10 objects swapped per step: a build every step, update 5.7 ms
-     * against 1.9 with the spare slots) (perf/NOTES.md row 127). */
+     * against 1.9 with the spare slots) (NOTES row 127). */
     size_t cap = t->capacity + t->capacity / 2, want = need + need / 8;
     if (cap < want) cap = want;
     if (cap < 64) cap = 64;

@@ -1,7 +1,9 @@
 /* What the two trees share: objects in tree order as double-buffered SoA columns ("slots"), the
- * per-worker memory of the pair search (the parent-to-child list and hit buffers), emitting the
- * pairs a kernel found through the exact filter, and running the search jobs with the pair
- * pool's retry protocol. */
+ * per-worker memory of the pair search (the parent-to-child list and hit buffers, and whether a
+ * worker ran out of memory), emitting the pairs a kernel found through the exact filter, the
+ * update policy's rebuild decision, and the moves of a relayout. Running the search jobs, with
+ * the pair pool grown and the search run again while it overflows, is the frame's: step.c
+ * (find_pairs), the same for every method. */
 #pragma once
 
 #include "broadphase.h"
@@ -45,11 +47,11 @@ void *tree_slots_scratch(tree_slots *s, int b, size_t *bytes);
 /* Before buffer b is ready: up to `slots` more of its slots take the sentinels, from where the
  * last call stopped, so that a fresh buffer's pages are first touched a slice a step rather
  * than all in the step that first lays the slots out (moving 1e6: 110 ms in one step, against
- * 40 a slice spread over 17 steps on this VM; perf/NOTES.md row 177). Ready once all are. */
+ * 40 a slice spread over 17 steps on this VM; NOTES row 177). Ready once all are. */
 void tree_slots_warm(broadphase_world *w, tree_slots *s, int b, size_t slots);
 /* Zeroes [p, p + bytes) on the workers: a build's first touch of the arrays the first refit
  * writes, so that the step after the build does not meet it (the kd-tree at 1e6: 12-17 ms of
- * that step, where the VM had to find the pages; perf/NOTES.md row 222). */
+ * that step, where the VM had to find the pages; NOTES row 222). */
 void tree_touch(broadphase_world *w, void *p, size_t bytes);
 
 /* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:

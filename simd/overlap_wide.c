@@ -355,7 +355,7 @@ SIMD_INLINE simde__m256i rank_before(simde__m256i xd, simde__m256i xi, simde__m2
  * is counted against all of them eight lanes at a time: two blocks of eight hits held in
  * registers while every hit's keys are broadcast against them, so that no lane sum is needed and
  * nothing but the broadcasts touches memory. (32-bit lanes: a 64-bit key a hit, four lanes,
- * was no faster with AVX2 and SIMDe emulates 64-bit compares without it: perf/NOTES.md row 230.) */
+ * was no faster with AVX2 and SIMDe emulates 64-bit compares without it: NOTES row 230.) */
 static size_t rank_wide(int32_t *dk, int32_t *ik, size_t h, size_t kept, size_t k, float *out_d2,
                         uint32_t *out_id) {
     _Alignas(32) int32_t rank[SIMD_RANK_MAX + 8];

@@ -1174,7 +1174,7 @@ static void node_pool_grows(int dims) {
 
 /* A budget for the memory a moving world holds through its first frames, 1e5 objects on two
  * threads: at most 305 bytes per object in 3D and 290 in 2D. At 5bfd5b7 the world held 274.5 and
- * 255.9; with the node pool reserved for count / 2 nodes, as before (perf/NOTES.md row 118),
+ * 255.9; with the node pool reserved for count / 2 nodes, as before (NOTES row 118),
  * 344.6 and 326.0. So this catches a return to that reserve (node_pool_grows cannot), and any
  * other growth of a tenth or more. */
 static void memory_budget(int dims) {

@@ -331,7 +331,7 @@ TEST(tasks_recursive_sum_matches_serial) {
 /* One thread spawns thousands of small tasks while the others run them. libomp then recycles a
  * task's descriptor, freed by the worker that ran it, into the spawner's next task: under
  * ThreadSanitizer that reported a race on every run until threads_spawn read its copies
- * uninstrumented (perf/NOTES.md row 120). Each task owns one slot, to be filled once. */
+ * uninstrumented (NOTES row 120). Each task owns one slot, to be filled once. */
 typedef struct {
     uint32_t *slots;
     uint32_t index;

@@ -166,7 +166,7 @@ static double threads_most(double *stalls, int count) {
  * (threads_shrink_after_calls forces it). A thread that waits for a core waits a time slice. One
  * held-up call alone does not: on an idle virtual machine a vCPU is taken now and then for a
  * millisecond or more (3-14 steps in 120-300 of `moving`), and the rest of such a step ran on one
- * thread, half as fast, where another process taking a core holds up call after call (perf/NOTES.md
+ * thread, half as fast, where another process taking a core holds up call after call (NOTES
  * row 223). */
 #define THREADS_SHRINK_MS 1.0
 
@@ -354,7 +354,7 @@ void threads_run_tasks(int workers, threads_task_fn *root, void *ctx) {
  * not see (libomp is not instrumented), and the LLVM 14 runtime's AnnotateNewMemory is a no-op.
  * So when the spawner later writes a new task's copies into the same bytes, ThreadSanitizer
  * reports a race with the old task's read: a false report, made deterministic by spawning a few
- * thousand tasks from one thread while another runs them (perf/NOTES.md row 120). Reading the two
+ * thousand tasks from one thread while another runs them (NOTES row 120). Reading the two
  * copies here, uninstrumented, removes only those reads; everything fn does through ctx is checked,
  * and Archer's task-start edge still orders it after the spawn. */
 #define THREADS_TAKE_TASK __attribute__((no_sanitize("thread"), noinline))

@@ -19,7 +19,7 @@ enum { MACHINE_ROUND_TRIPS = 4000 };
  * are waited for together, as a step's parallel passes are (private arrays of 64 KiB a thread,
  * summed over and over: no memory is shared, nothing depends on the engine). Run between a
  * run's frames, its times show what the host does to a piece of work that never changes: a
- * frame figure cannot be steadier than the gauge of the same run (perf/NOTES.md, row 303).
+ * frame figure cannot be steadier than the gauge of the same run (NOTES row 303).
  * machine_gauge_start returns NULL when a thread or the arrays cannot be made. */
 typedef struct machine_gauge machine_gauge;
 machine_gauge *machine_gauge_start(int threads);

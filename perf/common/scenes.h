@@ -32,8 +32,8 @@ typedef enum scene_kind {
      * [-1.71e38, 1.71e38] on every axis, or from either end of the range to their centre. */
     SCENE_EDGE,
     SCENE_EDGE2D, /* the same in 2D */
-    /* Worlds where most objects stay put (issue 5's benchmarks). Only the movers move, and only
-     * they are pushed to the world each frame. */
+    /* Worlds where most objects stay put (the still-world benchmarks). Only the movers move, and
+     * only they are pushed to the world each frame. */
     SCENE_STATIC_WORLD, /* uniform boxes; the last n/101 move as in moving, the others are a
                          * static field (n = 1 010 000: 1 000 000 statics, 10 000 movers) */
     SCENE_SLEEPING,     /* uniform boxes; every 100th moves as in moving, the others sleep */
