@@ -76,7 +76,8 @@ BROADPHASE_API const char *broadphase_status_string(broadphase_status status);
 #define BROADPHASE_METHOD_LIST(X)                                                                  \
     X(BROADPHASE_METHOD_KDTREE, kdtree)                                                            \
     X(BROADPHASE_METHOD_OCTREE, octree)                                                            \
-    X(BROADPHASE_METHOD_BRUTE_FORCE, brute_force)
+    X(BROADPHASE_METHOD_BRUTE_FORCE, brute_force)                                                  \
+    /* a new method: one line above this one */
 
 typedef enum broadphase_method {
 #define BROADPHASE_METHOD_ENUM_(id, name) id,
