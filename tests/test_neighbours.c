@@ -677,7 +677,7 @@ static bool hood_row_ok(broadphase_world *w, const mirror *m, uint32_t id,
  * spheres, both, clustered, identical, flat, huge and tiny coordinates, a few very large objects),
  * 2D and 3D, with removed ids, for distances from 0 to infinity (the grid, and the method's
  * structures where the grid is no use) and k from 1 past the ranking's 64; the same bytes for
- * 1 to 4 threads and both trees. */
+ * 1 to 4 threads and every method. */
 TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
     static const scene_kind kinds[] = {SCENE_SHAPES,    SCENE_SHAPES2D, SCENE_CLUSTERED,
                                        SCENE_IDENTICAL, SCENE_FLAT,     SCENE_HUGE,
@@ -697,10 +697,11 @@ TEST(neighbourhoods_equal_nearest_searches_from_each_centre) {
             for (size_t kk = 0; kk < sizeof ks / sizeof ks[0]; kk++) {
                 size_t k = ks[kk];
                 float distance = distances[di];
-                for (int run = 0; run < 4; run++) { /* method, threads: kd 1, kd 4, oct 2, oct 3 */
-                    broadphase_method method =
-                        run < 2 ? BROADPHASE_METHOD_KDTREE : BROADPHASE_METHOD_OCTREE;
-                    int threads = run == 0 ? 1 : run == 1 ? 4 : run;
+                /* Every method of the list, twice: 1 and 4 threads, or 2 and 3 every other. */
+                for (int run = 0; run < 2 * METHODS; run++) {
+                    size_t mi = (size_t)run / 2;
+                    broadphase_method method = method_at(mi);
+                    int threads = mi % 2 == 0 ? (run % 2 ? 4 : 1) : (run % 2 ? 3 : 2);
                     TEST_CONTEXT("scene %zu distance %g k %zu method %s threads %d", ki,
                                  (double)distance, k, method_name(method), threads);
                     mirror m = {.dims = sc.dimensions};
@@ -879,8 +880,8 @@ static bool same_rows(size_t q, size_t k, const size_t *a_counts, const uint32_t
 /* Batched nearest searches large enough for the grid of centres (query_batch.c, near_grid):
  * every row equals the single search from its point, on the same scene kinds as above, for points
  * at the objects' centres, anywhere within their bounds, outside them and far away, and the same
- * point twice; distances from 0 to infinity, k from 1 past the ranking's 64, both trees, 1 and 3
- * threads, the same bytes for both. */
+ * point twice; distances from 0 to infinity, k from 1 past the ranking's 64, every method on 1
+ * or 3 threads, the same bytes for all. */
 TEST(nearest_batches_on_the_grid_equal_single_searches) {
     static const scene_kind kinds[] = {SCENE_SHAPES,    SCENE_SHAPES2D, SCENE_CLUSTERED,
                                        SCENE_IDENTICAL, SCENE_FLAT,     SCENE_HUGE,
@@ -905,14 +906,12 @@ TEST(nearest_batches_on_the_grid_equal_single_searches) {
             for (size_t kk = 0; kk < sizeof ks / sizeof ks[0]; kk++) {
                 size_t k = ks[kk];
                 float distance = distances[di];
-                for (int run = 0; run < 2; run++) { /* kd-tree on 1 thread, octree on 3 */
-                    TEST_CONTEXT("scene %zu distance %g k %zu run %d", ki, (double)distance, k,
-                                 run);
+                for (int run = 0; run < METHODS; run++) { /* every method, on 1 or 3 threads */
+                    TEST_CONTEXT("scene %zu distance %g k %zu method %s", ki, (double)distance, k,
+                                 method_name(method_at((size_t)run)));
                     mirror m = {.dims = sc.dimensions};
-                    broadphase_world *w =
-                        make_world(sc.dimensions,
-                                   run == 0 ? BROADPHASE_METHOD_KDTREE : BROADPHASE_METHOD_OCTREE,
-                                   BROADPHASE_UPDATE_AUTO, run == 0 ? 1 : 3);
+                    broadphase_world *w = make_world(sc.dimensions, method_at((size_t)run),
+                                                     BROADPHASE_UPDATE_AUTO, run % 2 ? 3 : 1);
                     REQUIRE(w);
                     add_scene_mirrored(&sc, w, ids, &m);
                     float lo[3], hi[3];

@@ -11,22 +11,28 @@
 #include <float.h>
 #include <math.h>
 
-/* One tree for the update tests: the kd-tree, or the octree with a looseness (0: default). */
+/* The trees for the update tests: every method of the one list that keeps a tree (the kd-tree
+ * and the octree), TREES[0 .. TREE_COUNT), at its default looseness. */
 typedef struct tree_kind {
     broadphase_method method;
     float looseness;
     const char *name;
 } tree_kind;
 
-static const tree_kind TREES[] = {{BROADPHASE_METHOD_KDTREE, 0.0f, "kdtree"},
-                                  {BROADPHASE_METHOD_OCTREE, 0.0f, "octree"},
-                                  {BROADPHASE_METHOD_OCTREE, 1.0f, "strict octree"}};
+static tree_kind TREES[BROADPHASE_METHOD_COUNT];
+static size_t TREE_COUNT;
+
+__attribute__((constructor)) static void trees_of_the_list(void) {
+    for (size_t mi = 0; mi < METHODS; mi++)
+        if (method_has_tree(method_at(mi)))
+            TREES[TREE_COUNT++] = (tree_kind){method_at(mi), 0.0f, method_name(method_at(mi))};
+}
 
 TEST(refit_and_auto_equal_rebuild_every_frame) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
-    /* The kd-tree and the loose octree (the strict one's updates are compared with brute force
-     * every frame in test_oracle and test_octree). */
-    for (size_t ti = 0; ti < 2; ti++) {
+    /* Every tree of the list at its default looseness (the strict octree's updates are compared
+     * with brute force every frame in test_oracle and test_octree). */
+    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
         for (size_t ki = 0; ki < 2; ki++) {
             scene s;
             REQUIRE(scene_make(&s, kinds[ki], 3000, 21));
@@ -55,11 +61,10 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
             broadphase_get_stats(w[BROADPHASE_UPDATE_REFIT], &st);
             /* REFIT must really have refitted: one build, then refits (an octree also builds
              * again each time its root grows). */
-            if (TREES[ti].method == BROADPHASE_METHOD_KDTREE) {
+            CHECK(st.rebuilds >= 1 && st.rebuilds <= 1 + st.root_growths);
+            if (TREES[ti].method == BROADPHASE_METHOD_KDTREE) { /* whose root never grows */
                 CHECK_EQ_INT(st.rebuilds, 1);
                 CHECK_EQ_INT(st.rebuilds + st.refits, st.steps);
-            } else {
-                CHECK(st.rebuilds >= 1 && st.rebuilds <= 1 + st.root_growths);
             }
             CHECK(st.refits + st.root_growths >= 149);
             broadphase_get_stats(w[BROADPHASE_UPDATE_REBUILD], &st);
@@ -85,21 +90,23 @@ typedef struct chunked_world {
 
 TEST(trees_refit_in_chunks_equal_brute_force) {
     static const size_t counts[] = {10000, 70000};
-    static const chunked_world kinds[] = {
-        {BROADPHASE_METHOD_OCTREE, 1},  {BROADPHASE_METHOD_OCTREE, 3},
-        {BROADPHASE_METHOD_OCTREE, 16}, {BROADPHASE_METHOD_KDTREE, 1},
-        {BROADPHASE_METHOD_KDTREE, 3},  {BROADPHASE_METHOD_KDTREE, 16}};
-    enum { KINDS = sizeof kinds / sizeof kinds[0] };
+    /* Every tree of the list on 1, 3 and 16 threads. */
+    static const int thread_counts[] = {1, 3, 16};
+    chunked_world kinds[BROADPHASE_METHOD_COUNT * 3];
+    int kind_count = 0;
+    for (size_t ti = 0; ti < TREE_COUNT; ti++)
+        for (int t = 0; t < 3; t++)
+            kinds[kind_count++] = (chunked_world){TREES[ti].method, thread_counts[t]};
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         scene s;
         REQUIRE(scene_make(&s, SCENE_MOVING, counts[ci], 31));
         uint32_t *ids = malloc(s.count * sizeof *ids);
         broadphase_world *ref =
             make_world(3, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
-        broadphase_world *w[KINDS];
+        broadphase_world *w[BROADPHASE_METHOD_COUNT * 3];
         REQUIRE(ids && ref);
         CHECK_EQ_INT(scene_add_to_world(&s, ref, ids), BROADPHASE_OK);
-        for (int i = 0; i < KINDS; i++) {
+        for (int i = 0; i < kind_count; i++) {
             w[i] = make_world(3, kinds[i].method, BROADPHASE_UPDATE_REFIT, kinds[i].threads);
             REQUIRE(w[i]);
             CHECK_EQ_INT(scene_add_to_world(&s, w[i], ids), BROADPHASE_OK);
@@ -107,19 +114,18 @@ TEST(trees_refit_in_chunks_equal_brute_force) {
         int frames = counts[ci] > 20000 ? 8 : 30;
         for (int f = 0; f < frames; f++) {
             broadphase_pairs want = step_ok(ref);
-            for (int i = 0; i < KINDS; i++) {
+            for (int i = 0; i < kind_count; i++) {
                 TEST_CONTEXT("n %zu %s threads %d frame %d", counts[ci],
-                             kinds[i].method == BROADPHASE_METHOD_OCTREE ? "octree" : "kdtree",
-                             kinds[i].threads, f);
+                             method_name(kinds[i].method), kinds[i].threads, f);
                 broadphase_pairs got = step_ok(w[i]);
                 CHECK(pairs_equal(want.data, want.count, got.data, got.count, "refit"));
             }
             scene_advance(&s);
             CHECK_EQ_INT(scene_move_in_world(&s, ref, ids), BROADPHASE_OK);
-            for (int i = 0; i < KINDS; i++)
+            for (int i = 0; i < kind_count; i++)
                 CHECK_EQ_INT(scene_move_in_world(&s, w[i], ids), BROADPHASE_OK);
         }
-        for (int i = 0; i < KINDS; i++) {
+        for (int i = 0; i < kind_count; i++) {
             broadphase_stats st;
             broadphase_get_stats(w[i], &st);
             TEST_CONTEXT("n %zu world %d", counts[ci], i);
@@ -434,23 +440,27 @@ static size_t live_count(const model *m) {
 
 /* Every step of every method is checked against the model's pairs, with collision filters set
  * at random on the way, and its pair events against the model's difference of consecutive steps
- * (ids reused by later adds included). Two of the tree worlds let every unchanged object rest
- * (rest_share 1), the others use the default share, and one never rests. */
+ * (ids reused by later adds included). Every method of the list at AUTO with the default rest
+ * share, then the trees' other policies: two of those worlds let every unchanged object rest
+ * (rest_share 1), one never rests. */
 static void interleaved(int dims) {
-    enum { WORLDS = 6, CAP = 4096, FRAMES = 200 };
+    enum { VARIANTS = 5, WORLDS = METHODS + VARIANTS, CAP = 4096, FRAMES = 200 };
+    enum { KD_REST_ALL = METHODS + 1, KD_NEVER_REST = METHODS + 2, OCT_REST_ALL = METHODS + 3 };
     broadphase_world *w[WORLDS];
     const float rest_default = broadphase_config_default(dims).rest_share;
-    w[0] = make_world_events(dims, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2, 0.0f,
-                             rest_default);
-    w[1] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
-                             rest_default);
-    w[2] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f, 1.0f);
-    w[3] =
+    for (size_t mi = 0; mi < METHODS; mi++)
+        w[mi] =
+            make_world_events(dims, method_at(mi), BROADPHASE_UPDATE_AUTO, 2, 0.0f, rest_default);
+    w[METHODS] = make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f,
+                                   rest_default);
+    w[KD_REST_ALL] =
+        make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_AUTO, 3, 0.0f, 1.0f);
+    w[KD_NEVER_REST] =
         make_world_events(dims, BROADPHASE_METHOD_KDTREE, BROADPHASE_UPDATE_REBUILD, 1, 0.0f, 0.0f);
-    w[4] =
+    w[OCT_REST_ALL] =
         make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_REFIT, 2, 0.0f, 1.0f);
-    w[5] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3, 1.0f,
-                             rest_default);
+    w[METHODS + 4] = make_world_events(dims, BROADPHASE_METHOD_OCTREE, BROADPHASE_UPDATE_AUTO, 3,
+                                       1.0f, rest_default);
     for (int i = 0; i < WORLDS; i++) {
         REQUIRE(w[i]);
         broadphase_events none;
@@ -570,9 +580,12 @@ static void interleaved(int dims) {
     CHECK(begun_total > 1000 && ended_total > 1000 && reborn > 10 && filtered > 1000);
     CHECK(flagged > 1000 && static_pairs > 10000);
     /* Object-frames at rest: none for brute force and with rest off, many with rest_share 1. */
-    TEST_CONTEXT("dims %d: at rest %zu %zu %zu %zu %zu %zu", dims, rested[0], rested[1], rested[2],
-                 rested[3], rested[4], rested[5]);
-    CHECK(rested[0] == 0 && rested[3] == 0 && rested[2] > 20000 && rested[4] > 20000);
+    for (int i = 0; i < WORLDS; i++) {
+        TEST_CONTEXT("dims %d: world %d at rest %zu", dims, i, rested[i]);
+        if (i < METHODS && !method_has_tree(method_at((size_t)i))) CHECK_EQ_INT(rested[i], 0);
+        if (i == KD_NEVER_REST) CHECK_EQ_INT(rested[i], 0);
+        if (i == KD_REST_ALL || i == OCT_REST_ALL) CHECK(rested[i] > 20000);
+    }
     for (int i = 0; i < WORLDS; i++) broadphase_destroy(w[i]);
     model_free(&m);
     free(want.data);
@@ -853,7 +866,7 @@ TEST(pair_keys_narrow_and_wide) {
         }
         qsort(want, n - 1, sizeof *want, by_pair);
         broadphase_boxes b = {col, col + n, col + 2 * n, col + 3 * n, col + 4 * n, col + 5 * n};
-        for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ti = 0; ti < TREE_COUNT; ti++) {
             for (int threads = 1; threads <= 3; threads += 2) {
                 TEST_CONTEXT("n %zu %s threads %d", n, TREES[ti].name, threads);
                 broadphase_world *w =
@@ -1084,7 +1097,7 @@ static void twins_free(twins *t) {
  * threads, both trees, 2D and 3D, events on. The last step's thread count is reported. */
 TEST(team_sizes_mid_run_give_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D, SCENE_CLUSTERED};
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             twins t;
             REQUIRE(twins_make(&t, ti, kinds[ki], 5));
@@ -1135,7 +1148,7 @@ TEST(team_follows_a_step_that_shrank_itself) {
 
 TEST(team_shrinking_inside_a_step_gives_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             twins t;
             REQUIRE(twins_make(&t, ti, kinds[ki], 9));
