@@ -46,7 +46,7 @@
 # 12 s), plus the set-up of bullet-sap at 1e5 (O(N^2), 2 minutes for each of its two cases):
 # about 25 minutes in all. The sweep: 8 cases per thread count, about 4 s each.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.." # the repository's root: the default paths are relative to it
 
 mode=standard
 bench=${BROADPHASE_BENCH:-build/broadphase-bench}
@@ -88,37 +88,44 @@ if [ ! -x "$bench" ]; then
     exit 2
 fi
 
+# Our methods, from the one list (BROADPHASE_METHOD_LIST): a method with a tree has cases per
+# update policy (<name>/auto/...), one without (brute force) none (<name>/n:...).
+ours=$(sed -n 's/^[[:space:]]*X(BROADPHASE_METHOD_[A-Z0-9_]*, \([a-z0-9_]*\)).*/\1/p' \
+    engine/include/broadphase.h | paste -sd '|')
+ours="($ours)"
+peers='(bullet-dbvt|bullet-sap|cgal|fcl|box2d)'
+
 # The thread counts the table was built with (the highest is the hardware count it saw).
 all_threads=$("$bench" --benchmark_list_tests | sed -n 's|.*/threads:\([0-9]*\).*|\1|p' | sort -un)
 most=$(printf '%s\n' "$all_threads" | tail -n 1)
 
 if [ "$mode" = standard ]; then
     out=${out:-perf/results/bench-standard.json}
-    engines='((kdtree|octree)/(auto|refit)|brute|bullet-dbvt|bullet-sap|cgal|fcl|box2d)'
+    engines="($ours/((auto|refit)/)?|$peers/)"
     scenes='(uniform|clustered|mixed|moving|spheres|plane2d|moving2d|dense)'
-    filter="^step/$scenes(_rest)?/$engines/n:[0-9]+/threads:(1|$most)/"
+    filter="^step/$scenes(_rest)?/${engines}n:[0-9]+/threads:(1|$most)/"
 elif [ "$mode" = still ]; then
     out=${out:-perf/results/bench-still.json}
-    filter="^step/((static_world|sleeping)[a-z_]*/(kdtree|octree)/auto/|moving/(kdtree|octree)/auto/n:1000000/threads:(1|$most)/)"
+    filter="^step/((static_world|sleeping)[a-z_]*/$ours/auto/|moving/$ours/auto/n:1000000/threads:(1|$most)/)"
 elif [ "$mode" = queries ]; then
     out=${out:-perf/results/bench-queries.json}
-    filter="^query/[a-z0-9]+/(kdtree|octree|brute|bullet-dbvt|bullet-sap|fcl|box2d)/(2d/)?n:(100000|1000000)/"
+    filter="^query/[a-z0-9]+/($ours|$peers)/(2d/)?n:(100000|1000000)/"
 elif [ "$mode" = floors ]; then
     out=${out:-perf/results/bench-floors.json}
-    trees='(kdtree|octree)/auto'
-    filter="^step/(moving/($trees|fcl)/n:(10000|100000|1000000)|moving2d/($trees|(kdtree|octree)/refit|box2d)/n:100000|mixed/$trees/n:100000|dense/($trees|brute)/n:2000)/threads:(1|$most)/"
+    trees="$ours/auto"
+    filter="^step/(moving/($trees|fcl)/n:(10000|100000|1000000)|moving2d/($trees|$ours/refit|box2d)/n:100000|mixed/$trees/n:100000|dense/$ours/(auto/)?n:2000)/threads:(1|$most)/"
 elif [ "$mode" = churn ]; then
     out=${out:-perf/results/bench-churn.json}
-    filter="^step/moving(_churn)?/(kdtree|octree)/auto/n:(100000|1000000)/threads:(1|$most)/"
+    filter="^step/moving(_churn)?/$ours/auto/n:(100000|1000000)/threads:(1|$most)/"
 elif [ "$mode" = crowd ]; then
     out=${out:-perf/results/bench-crowd.json}
     filter="^crowd/"
 elif [ "$mode" = smooth ]; then
     out=${out:-perf/results/bench-smooth.json}
-    filter="^step/(moving|moving2d|clustered|moving_churn|uniform|uniform_rest)/(kdtree|octree)/auto/n:(10000|100000|1000000)/threads:(1|$most)/"
+    filter="^step/(moving|moving2d|clustered|moving_churn|uniform|uniform_rest)/$ours/auto/n:(10000|100000|1000000)/threads:(1|$most)/"
 else
     out=${out:-perf/results/bench-threads.json}
-    filter='^step/(moving|moving2d)/(kdtree|octree)/(auto|refit)/n:1000000/'
+    filter="^step/(moving|moving2d)/$ours/(auto|refit)/n:1000000/"
 fi
 
 mkdir -p "$(dirname "$out")"
