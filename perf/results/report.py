@@ -1198,7 +1198,8 @@ REGENERATE = (
 
 
 def regenerate():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The repository's root: this file is perf/results/report.py.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for args in REGENERATE:
         command = ["python3", "perf/results/report.py", *args]
         print(f"report.py: {shlex.join(command)}", file=sys.stderr)
