@@ -1,7 +1,7 @@
 /* The scene run's check (check.h). */
 #include "check.h"
 
-#include "../simd/overlap.h"
+#include "overlap.h"
 
 #include <math.h>
 #include <stdlib.h>

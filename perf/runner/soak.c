@@ -12,7 +12,7 @@
 #include "soak.h"
 
 #include "scenes.h"
-#include "../simd/overlap.h"
+#include "overlap.h"
 
 #include <math.h>
 #include <stdlib.h>
