@@ -1,5 +1,5 @@
-/* Tests of the scene generators in perf/common/scenes.c: splitmix64 reference values, determinism from
- * the seed, valid and finite objects for every kind and size, the walls of the moving scenes,
+/* Tests of the scene generators in perf/common/scenes.c: splitmix64 reference values, determinism
+ * from the seed, valid and finite objects for every kind and size, the walls of the moving scenes,
  * the large objects of the mixed scene, and adding and moving scenes in a world. */
 #include "test.h"
 

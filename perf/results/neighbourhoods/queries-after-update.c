@@ -6,9 +6,9 @@
  * three ways. Prints the median of each over the rounds.
  *
  * Build (from the repository root, after cmake --build build/release):
- *   cc -O2 -I engine/include -I build/release/include -I perf perf/results/neighbourhoods/queries-after-update.c \
- *      build/release/libbroadphase_scenes.a build/release/libbroadphase_internal.a -fopenmp -lm \
- *      -o /tmp/after_update
+ *   cc -O2 -I engine/include -I build/release/include -I perf/common \
+ *      perf/results/neighbourhoods/queries-after-update.c build/release/libbroadphase_scenes.a \
+ *      build/release/libbroadphase_internal.a -fopenmp -lm -o /tmp/after_update
  *   /tmp/after_update 100000 1 15 */
 #include "broadphase.h"
 #include "crowd.h"
