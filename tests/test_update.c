@@ -11,36 +11,19 @@
 #include <float.h>
 #include <math.h>
 
-/* The trees for the update tests: every method of the one list that keeps a tree (the kd-tree
- * and the octree), TREES[0 .. TREE_COUNT), at its default looseness. */
-typedef struct tree_kind {
-    broadphase_method method;
-    float looseness;
-    const char *name;
-} tree_kind;
-
-static tree_kind TREES[BROADPHASE_METHOD_COUNT];
-static size_t TREE_COUNT;
-
-__attribute__((constructor)) static void trees_of_the_list(void) {
-    for (size_t mi = 0; mi < METHODS; mi++)
-        if (method_has_tree(method_at(mi)))
-            TREES[TREE_COUNT++] = (tree_kind){method_at(mi), 0.0f, method_name(method_at(mi))};
-}
-
 TEST(refit_and_auto_equal_rebuild_every_frame) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
     /* Every tree of the list at its default looseness (the strict octree's updates are compared
      * with brute force every frame in test_oracle and test_octree). */
-    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        if (!method_has_tree(method_at(mi))) continue;
         for (size_t ki = 0; ki < 2; ki++) {
             scene s;
             REQUIRE(scene_make(&s, kinds[ki], 3000, 21));
             uint32_t *ids = malloc(s.count * sizeof *ids);
             broadphase_world *w[3];
             for (int p = 0; p < 3; p++) {
-                w[p] = make_world_loose(s.dimensions, TREES[ti].method, (broadphase_update_policy)p,
-                                        2, TREES[ti].looseness);
+                w[p] = make_world(s.dimensions, method_at(mi), (broadphase_update_policy)p, 2);
                 REQUIRE(w[p]);
                 CHECK_EQ_INT(scene_add_to_world(&s, w[p], ids), BROADPHASE_OK);
             }
@@ -48,7 +31,7 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
                 broadphase_pairs want = step_ok(w[BROADPHASE_UPDATE_REBUILD]);
                 for (int p = 0; p < 3; p++) {
                     if (p == BROADPHASE_UPDATE_REBUILD) continue;
-                    TEST_CONTEXT("%s scene %s policy %s frame %d", TREES[ti].name,
+                    TEST_CONTEXT("%s scene %s policy %s frame %d", method_name(method_at(mi)),
                                  scene_name(s.kind), policy_names[p], f);
                     broadphase_pairs got = step_ok(w[p]);
                     CHECK(pairs_equal(want.data, want.count, got.data, got.count, "update"));
@@ -56,13 +39,13 @@ TEST(refit_and_auto_equal_rebuild_every_frame) {
                 scene_advance(&s);
                 for (int p = 0; p < 3; p++) scene_move_in_world(&s, w[p], ids);
             }
-            TEST_CONTEXT("%s scene %s", TREES[ti].name, scene_name(s.kind));
+            TEST_CONTEXT("%s scene %s", method_name(method_at(mi)), scene_name(s.kind));
             broadphase_stats st;
             broadphase_get_stats(w[BROADPHASE_UPDATE_REFIT], &st);
             /* REFIT must really have refitted: one build, then refits (an octree also builds
              * again each time its root grows). */
             CHECK(st.rebuilds >= 1 && st.rebuilds <= 1 + st.root_growths);
-            if (TREES[ti].method == BROADPHASE_METHOD_KDTREE) { /* whose root never grows */
+            if (method_at(mi) == BROADPHASE_METHOD_KDTREE) { /* whose root never grows */
                 CHECK_EQ_INT(st.rebuilds, 1);
                 CHECK_EQ_INT(st.rebuilds + st.refits, st.steps);
             }
@@ -94,9 +77,9 @@ TEST(trees_refit_in_chunks_equal_brute_force) {
     static const int thread_counts[] = {1, 3, 16};
     chunked_world kinds[BROADPHASE_METHOD_COUNT * 3];
     int kind_count = 0;
-    for (size_t ti = 0; ti < TREE_COUNT; ti++)
-        for (int t = 0; t < 3; t++)
-            kinds[kind_count++] = (chunked_world){TREES[ti].method, thread_counts[t]};
+    for (size_t mi = 0; mi < METHODS; mi++)
+        for (int t = 0; t < 3 && method_has_tree(method_at(mi)); t++)
+            kinds[kind_count++] = (chunked_world){method_at(mi), thread_counts[t]};
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
         scene s;
         REQUIRE(scene_make(&s, SCENE_MOVING, counts[ci], 31));
@@ -866,11 +849,11 @@ TEST(pair_keys_narrow_and_wide) {
         }
         qsort(want, n - 1, sizeof *want, by_pair);
         broadphase_boxes b = {col, col + n, col + 2 * n, col + 3 * n, col + 4 * n, col + 5 * n};
-        for (size_t ti = 0; ti < TREE_COUNT; ti++) {
+        for (size_t mi = 0; mi < METHODS; mi++) {
+            if (!method_has_tree(method_at(mi))) continue;
             for (int threads = 1; threads <= 3; threads += 2) {
-                TEST_CONTEXT("n %zu %s threads %d", n, TREES[ti].name, threads);
-                broadphase_world *w =
-                    make_world(3, TREES[ti].method, BROADPHASE_UPDATE_AUTO, threads);
+                TEST_CONTEXT("n %zu %s threads %d", n, method_name(method_at(mi)), threads);
+                broadphase_world *w = make_world(3, method_at(mi), BROADPHASE_UPDATE_AUTO, threads);
                 REQUIRE(w);
                 CHECK_EQ_INT(broadphase_add_boxes(w, n, &b, ids), BROADPHASE_OK);
                 for (int f = 0; f < 2; f++) { /* the second step sizes its pool from the first */
@@ -1054,21 +1037,21 @@ TEST(team_policy) {
 }
 
 /* The team tests' pair of worlds: a scene's objects in a one-thread world and in a four-worker
- * one, events on, both trees (ti as in TREES). */
+ * one, events on, the method mi of the list. */
 typedef struct twins {
     scene s;
     uint32_t *ids;
     broadphase_world *one, *four;
 } twins;
 
-static bool twins_make(twins *t, size_t ti, scene_kind kind, uint64_t seed) {
+static bool twins_make(twins *t, size_t mi, scene_kind kind, uint64_t seed) {
     memset(t, 0, sizeof *t);
     if (!scene_make(&t->s, kind, 6000, seed)) return false;
     t->ids = malloc(t->s.count * sizeof *t->ids);
-    t->one = make_world_events(t->s.dimensions, TREES[ti].method, BROADPHASE_UPDATE_AUTO, 1, 0.0f,
-                               0.125f);
-    t->four = make_world_events(t->s.dimensions, TREES[ti].method, BROADPHASE_UPDATE_AUTO, 4, 0.0f,
-                                0.125f);
+    t->one =
+        make_world_events(t->s.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, 1, 0.0f, 0.125f);
+    t->four =
+        make_world_events(t->s.dimensions, method_at(mi), BROADPHASE_UPDATE_AUTO, 4, 0.0f, 0.125f);
     if (!t->ids || !t->one || !t->four) return false;
     CHECK_EQ_INT(scene_add_to_world(&t->s, t->one, t->ids), BROADPHASE_OK);
     CHECK_EQ_INT(scene_add_to_world(&t->s, t->four, t->ids), BROADPHASE_OK);
@@ -1097,13 +1080,15 @@ static void twins_free(twins *t) {
  * threads, both trees, 2D and 3D, events on. The last step's thread count is reported. */
 TEST(team_sizes_mid_run_give_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D, SCENE_CLUSTERED};
-    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        if (!method_has_tree(method_at(mi))) continue;
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             twins t;
-            REQUIRE(twins_make(&t, ti, kinds[ki], 5));
+            REQUIRE(twins_make(&t, mi, kinds[ki], 5));
             uint64_t unchanged = 0;
             for (int f = 0; f < 24; f++) {
-                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(t.s.kind), f);
+                TEST_CONTEXT("%s scene %s frame %d", method_name(method_at(mi)),
+                             scene_name(t.s.kind), f);
                 t.four->team.size = 1 + (f * 3) % 4;
                 t.four->team.patience = UINT32_MAX; /* no try of its own */
                 int size = t.four->team.size;
@@ -1148,15 +1133,17 @@ TEST(team_follows_a_step_that_shrank_itself) {
 
 TEST(team_shrinking_inside_a_step_gives_the_same_pairs) {
     static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
-    for (size_t ti = 0; ti < TREE_COUNT; ti++) {
+    for (size_t mi = 0; mi < METHODS; mi++) {
+        if (!method_has_tree(method_at(mi))) continue;
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
             twins t;
-            REQUIRE(twins_make(&t, ti, kinds[ki], 9));
+            REQUIRE(twins_make(&t, mi, kinds[ki], 9));
             step_ok(t.one);
             step_ok(t.four); /* (the first step, a build, not counted) */
             int shrunk = 0;  /* steps that made the call that shrinks their team */
             for (int f = 0; f < 48; f++) {
-                TEST_CONTEXT("%s scene %s frame %d", TREES[ti].name, scene_name(t.s.kind), f);
+                TEST_CONTEXT("%s scene %s frame %d", method_name(method_at(mi)),
+                             scene_name(t.s.kind), f);
                 t.four->team.size = 4;
                 t.four->team.patience = UINT32_MAX; /* no try of its own */
                 broadphase_pairs want = step_ok(t.one);

@@ -155,10 +155,6 @@ static broadphase_world *run_world(int dims, const run *r) {
     return world_new_loose(dims, r->method, r->threads, r->looseness);
 }
 
-static const char *method_name(broadphase_method m) {
-    return broadphase_method_name(m);
-}
-
 /* ---- pairs ----------------------------------------------------------------------------------- */
 
 typedef struct pair_list {
@@ -261,8 +257,8 @@ static void expect_scene(int dims, const shape *s, size_t n, const broadphase_pa
     for (int r = 0; r < RUN_COUNT; r++) {
         for (int reverse = 0; reverse < 2; reverse++) {
             TEST_CONTEXT("%s: %dD %s threads=%d looseness=%g %s order", what, dims,
-                         method_name(RUNS[r].method), RUNS[r].threads, (double)RUNS[r].looseness,
-                         reverse ? "reverse" : "forward");
+                         broadphase_method_name(RUNS[r].method), RUNS[r].threads,
+                         (double)RUNS[r].looseness, reverse ? "reverse" : "forward");
             broadphase_world *w = run_world(dims, &RUNS[r]);
             if (!w) break;
             for (size_t i = 0; i < n; i++) {
@@ -681,7 +677,8 @@ TEST(user_allocator_sees_every_allocation) {
     pthread_mutex_init(&t.lock, NULL);
     for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++) {
         for (int threads = 1; threads <= 3; threads += 2) {
-            TEST_CONTEXT("method %s threads %d", method_name((broadphase_method)m), threads);
+            TEST_CONTEXT("method %s threads %d", broadphase_method_name((broadphase_method)m),
+                         threads);
             t.live = t.allocs = t.frees = t.faults = 0;
             t.refuse_after = SIZE_MAX;
             scene s;
@@ -1388,8 +1385,8 @@ TEST(last_error_index_cleared_on_success) {
 
 TEST(two_d_z_arrays_optional) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("2D %s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
+        TEST_CONTEXT("2D %s threads=%d looseness=%g", broadphase_method_name(RUNS[r].method),
+                     RUNS[r].threads, (double)RUNS[r].looseness);
         broadphase_world *w = run_world(2, &RUNS[r]);
         REQUIRE(w);
         /* 0, 1 touch; sphere 2 is off box 0's corner but reaches box 1's top face. */
@@ -1696,7 +1693,7 @@ TEST(pairs_match_oracle_under_churn) {
             for (int round = 0; round < 24; round++) {
                 TEST_CONTEXT("%dD %s update=%d threads=%d leaf=%d depth=%d looseness=%g seed=%llu "
                              "round=%d",
-                             dims, method_name(cc->method), (int)cc->update, cc->threads,
+                             dims, broadphase_method_name(cc->method), (int)cc->update, cc->threads,
                              cc->leaf_size, cc->max_depth, (double)cc->looseness,
                              (unsigned long long)seed, round);
                 int before = test_failures;
@@ -1737,8 +1734,8 @@ TEST(shape_change_box_sphere_box) {
     const broadphase_pair sphere_pairs[2] = {{0, 2}, {1, 3}};
     const broadphase_pair three_away[2] = {{0, 1}, {0, 2}};
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
+        TEST_CONTEXT("%s threads=%d looseness=%g", broadphase_method_name(RUNS[r].method),
+                     RUNS[r].threads, (double)RUNS[r].looseness);
         broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         add_one(w, as_box, 3);
@@ -1767,8 +1764,8 @@ TEST(shape_change_box_sphere_box) {
 
 TEST(step_pairs_out_may_be_null) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
+        TEST_CONTEXT("%s threads=%d looseness=%g", broadphase_method_name(RUNS[r].method),
+                     RUNS[r].threads, (double)RUNS[r].looseness);
         broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         CHECK_EQ_INT(broadphase_last_pairs(w).count, 0); /* before the first step */
@@ -1801,8 +1798,8 @@ static void expect_stats(broadphase_world *w, size_t objects, size_t pairs, uint
 
 TEST(stats) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
+        TEST_CONTEXT("%s threads=%d looseness=%g", broadphase_method_name(RUNS[r].method),
+                     RUNS[r].threads, (double)RUNS[r].looseness);
         broadphase_world *w = run_world(3, &RUNS[r]);
         REQUIRE(w);
         expect_stats(w, 0, 0, 0);
@@ -1874,8 +1871,8 @@ static void expect_step(broadphase_world *w, const char *pairs, size_t begun, si
  * kind. Every method, 1 and 2 threads. */
 TEST(unchanged_steps_keep_pairs_and_every_change_counts) {
     for (int r = 0; r < RUN_COUNT; r++) {
-        TEST_CONTEXT("%s threads=%d looseness=%g", method_name(RUNS[r].method), RUNS[r].threads,
-                     (double)RUNS[r].looseness);
+        TEST_CONTEXT("%s threads=%d looseness=%g", broadphase_method_name(RUNS[r].method),
+                     RUNS[r].threads, (double)RUNS[r].looseness);
         broadphase_config cfg = broadphase_config_default(3);
         cfg.method = RUNS[r].method;
         cfg.threads = RUNS[r].threads;

@@ -1,7 +1,8 @@
 /* The C side of the benchmark suite: the table of cases (scene x size x engine x update policy x
  * threads) and the calls that set a case up, step one frame, read its counters and tear it
- * down. Engines are ours (kdtree, octree, brute) and the peer libraries of perf/peers that CMake
- * found. bench_shim.cc registers one Google Benchmark per case and declares these functions. */
+ * down. Engines are ours (every method of the one list, BROADPHASE_METHOD_LIST) and the peer
+ * libraries of perf/peers that CMake found. bench_shim.cc registers one Google Benchmark per case
+ * and declares these functions. */
 #include "bench.h"
 
 #include "broadphase.h"
@@ -38,6 +39,7 @@ static bool bench_is_ours(bench_engine engine) {
 static bool bench_is_tree(bench_engine engine) {
     return bench_is_ours(engine) && method_has_tree((broadphase_method)engine);
 }
+
 /* Crowd cases: 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
  * within it, walking 0.5 a frame; a frame moves the crowd and finds every neighbourhood. */
 #define CROWD_DISTANCE 15.0f
