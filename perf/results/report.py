@@ -138,6 +138,11 @@ def geomean(values):
 # Reading
 
 
+def this_command():
+    """The command line that made a section, as it is written under the section."""
+    return "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
 def parse_name(name):
     """step/<scene>/<engine>[/<update>]/n:<N>/threads:<T>[/flags] -> Key, or None."""
     parts = [ENGINE_ALIASES.get(p, p) for p in name.split("/") if p and p not in NAME_FLAGS]
@@ -544,7 +549,7 @@ def rel(path, base_dir):
 
 def markdown(res, args, images, base_dir):
     h = "#" * args.heading_level
-    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = this_command()
     out = machine_lines(res, base_dir)
     out += ["", f"Median ms per frame (lower is better); a frame is pushing all positions and one "
                 f"`broadphase_step`; nT = n worker threads. \"pairs\" is the last frame's count. "
@@ -611,7 +616,7 @@ def summary_table(res, scenes):
 
 
 def summary_markdown(res, scenes, base_dir):
-    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = this_command()
     lines, shown = summary_table(res, scenes)
     if not lines:
         sys.exit(f"report.py: no step/ figures of our trees for {', '.join(scenes)}")
@@ -688,7 +693,7 @@ def floors_table(res):
 
 
 def floors_markdown(res, base_dir):
-    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = this_command()
     out = machine_lines(res, base_dir)
     out += ["", f"The project's speed targets (the floors) against this file's medians, at 2 "
                 f"threads; \"round trip\" is the machine's cross-core round trip as that case "
@@ -742,7 +747,7 @@ def still_table(res):
 
 
 def still_markdown(res, args, base_dir):
-    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = this_command()
     out = machine_lines(res, base_dir)
     out += ["", "Median ms per frame. `static_world`: 1,000,000 static boxes and 10,000 moving "
                 "ones (N = 1,010,000), the statics flagged static; `all in tree`: the same world "
@@ -810,7 +815,7 @@ def queries_markdown(paths, base_dir):
     res = Ctx()
     res.contexts = contexts
     res.rec = {}  # no step/ records: machine_lines then names no round trips
-    command = "python3 perf/results/report.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = this_command()
     out = machine_lines(res, base_dir)
     out += ["", "Queries per second (thousands; higher is better), medians, on `uniform` (boxes "
                 "of half-extent 0.5-1, density 0.075 per unit volume). Each frame is 10,000 "
