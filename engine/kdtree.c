@@ -13,13 +13,13 @@
 
 #include "query.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <string.h>
 
-static kdtree *tree_of(broadphase_world *w, void **state) {
+static kdtree *tree_of(const method_world *w, void **state) {
     if (!*state) {
-        kdtree *t = heap_alloc(&w->heap, sizeof(kdtree));
+        kdtree *t = heap_alloc(w->heap, sizeof(kdtree));
         if (t) memset(t, 0, sizeof(kdtree));
         *state = t;
     }
@@ -28,16 +28,16 @@ static kdtree *tree_of(broadphase_world *w, void **state) {
 
 /* ---- the pair search's plan ---------------------------------------------------------------- */
 
-static broadphase_status plan_search(broadphase_world *w, void *state, method_search *out) {
+static broadphase_status plan_search(const method_world *w, void *state, method_search *out) {
     kdtree *t = state;
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* At most one subtree job per node plus the pieces of own objects. */
     size_t max_jobs = t->node_capacity + t->slots.capacity / OWN_PIECE + 2;
-    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
+    if (!heap_grow(w->heap, (void **)&t->jobs, &t->job_capacity, max_jobs, sizeof(kd_job), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
     if (t->slots.count > 0) kd_collect_jobs(t, 0);
-    t->search = (kd_search_ctx){w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    t->search = (kd_search_ctx){w, t, tree_slots_boxes(&t->slots), w->config->dimensions};
     *out = (method_search){t->job_count, kd_search_job, &t->search,
                            &t->workers,  &t->slots,     tree_quality(t->cost, t->slots.count)};
     return BROADPHASE_OK;
@@ -47,8 +47,8 @@ static broadphase_status plan_search(broadphase_world *w, void *state, method_se
 
 #ifdef BROADPHASE_DEEP_VALIDATE
 /* Every object inside its node's cell, node ranges nested as laid out, node_of consistent. */
-static void validate(const broadphase_world *w, const kdtree *t) {
-    int b = t->slots.cur, dims = w->config.dimensions;
+static void validate(const method_world *w, const kdtree *t) {
+    int b = t->slots.cur, dims = w->config->dimensions;
     size_t seen = 0;
     for (uint32_t n = 0; n < t->node_count; n++) {
         const kd_node *node = &t->nodes[n];
@@ -63,9 +63,9 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             TREE_CHECK(t->slot_node[s] == n);
             if (node->sweep != NO_SWEEP && !is_leaf(node))
                 TREE_CHECK(mn[node->axis] >= node->slab_lo && mx[node->axis] <= node->slab_hi);
-            TREE_CHECK(world_tree_member(w, id));
+            TREE_CHECK(method_member(w, id));
             for (int k = 0; k < dims; k++)
-                TREE_CHECK(mn[k] == w->store.box[id].lo[k] && mx[k] == w->store.box[id].hi[k]);
+                TREE_CHECK(mn[k] == w->store->box[id].lo[k] && mx[k] == w->store->box[id].hi[k]);
         }
         if (node->sweep != NO_SWEEP)
             for (uint32_t s = node->begin + 1; s < node->end; s++)
@@ -78,11 +78,11 @@ static void validate(const broadphase_world *w, const kdtree *t) {
             TREE_CHECK(c->parent == n && c->begin >= node->end && c->sub_end <= node->sub_end);
         }
     }
-    TREE_CHECK(seen == t->slots.count && seen == world_tree_count(w));
+    TREE_CHECK(seen == t->slots.count && seen == w->member_count);
 }
 #endif
 
-static broadphase_status update(broadphase_world *w, void **state) {
+static broadphase_status update(const method_world *w, void **state) {
     kdtree *t = tree_of(w, state);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     bool full =
@@ -90,7 +90,7 @@ static broadphase_status update(broadphase_world *w, void **state) {
     broadphase_status s;
     if (tree_idle(w, t->built && t->built_empty)) {
         s = BROADPHASE_OK;
-        w->stats.refits++;
+        w->stats->refits++;
     } else if (full) {
         s = kd_rebuild(w, t);
     } else {
@@ -98,7 +98,7 @@ static broadphase_status update(broadphase_world *w, void **state) {
         s = kd_refit(w, t);
         if (s == BROADPHASE_OK) {
             if (!kd_measure_tree(w, t)) s = BROADPHASE_ERROR_OUT_OF_MEMORY;
-            w->stats.refits++;
+            w->stats->refits++;
         }
     }
     if (s != BROADPHASE_OK) {
@@ -134,30 +134,30 @@ static size_t fill_levels(const void *state, broadphase_level *levels, size_t ca
     return (size_t)t->depth + 1;
 }
 
-static void destroy(broadphase_world *w, void *state) {
+static void destroy(const method_world *w, void *state) {
     kdtree *t = state;
     if (!t) return;
     tree_workers_release(w, &t->workers);
-    heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(kd_node));
+    heap_free(w->heap, t->nodes, t->node_capacity * sizeof(kd_node));
     tree_slots_release(w, &t->slots);
-    heap_free(&w->heap, t->records, t->record_capacity * sizeof(kd_record));
-    heap_free(&w->heap, t->top_parts, t->top_part_capacity * sizeof(kd_top_part));
-    heap_free(&w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->own_count, t->own_count_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->arrive_end, t->arrive_end_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->order, t->order_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->skip, t->skip_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->scan, t->scan_capacity * sizeof(size_t));
-    heap_free(&w->heap, t->parts, t->part_capacity * sizeof(kd_measure));
-    heap_free(&w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
-    heap_free(&w->heap, t->jobs, t->job_capacity * sizeof(kd_job));
-    heap_free(&w->heap, t, sizeof *t);
+    heap_free(w->heap, t->records, t->record_capacity * sizeof(kd_record));
+    heap_free(w->heap, t->top_parts, t->top_part_capacity * sizeof(kd_top_part));
+    heap_free(w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->own_count, t->own_count_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->new_begin, t->new_begin_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->arrive_first, t->arrive_first_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->arrive_end, t->arrive_end_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->order, t->order_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->skip, t->skip_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->scan, t->scan_capacity * sizeof(size_t));
+    heap_free(w->heap, t->parts, t->part_capacity * sizeof(kd_measure));
+    heap_free(w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->moves_tmp, t->moves_tmp_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    heap_free(w->heap, t->jobs, t->job_capacity * sizeof(kd_job));
+    heap_free(w->heap, t, sizeof *t);
 }
 
 /* ---- the queries' view (query.h) ----------------------------------------------------------- */

@@ -7,7 +7,7 @@
 
 #include "parallel.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,24 +16,24 @@ static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
     kd_pass_ctx *c = p;
     size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
-    if (end > c->w->store.id_end) end = c->w->store.id_end;
+    if (end > c->w->store->id_end) end = c->w->store->id_end;
     size_t live = 0;
-    for (size_t i = begin; i < end; i++) live += world_tree_member(c->w, i);
+    for (size_t i = begin; i < end; i++) live += method_member(c->w, i);
     c->t->chunk_count[chunk] = live;
 }
 
 static void write_records(size_t chunk, int worker, void *p) {
     (void)worker;
     kd_pass_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     size_t begin = chunk * c->t->slot_chunk, end = begin + c->t->slot_chunk;
-    if (end > w->store.id_end) end = w->store.id_end;
+    if (end > w->store->id_end) end = w->store->id_end;
     kd_record *r = c->t->records + c->t->chunk_count[chunk];
     for (size_t i = begin; i < end; i++) {
-        if (!world_tree_member(w, i)) continue;
+        if (!method_member(w, i)) continue;
         for (int k = 0; k < 3; k++) {
-            r->min[k] = w->store.box[i].lo[k];
-            r->max[k] = w->store.box[i].hi[k];
+            r->min[k] = w->store->box[i].lo[k];
+            r->max[k] = w->store->box[i].hi[k];
         }
         r->id = (uint32_t)i;
         r->pad = 0;
@@ -556,7 +556,7 @@ size_t kd_slot_chunk_size(size_t slots, int workers) {
 /* Sets the chunks of the passes over the nodes that follow, for a tree of `objects`, and returns
  * their count. Below SMALL_FROM objects they stay NODE_CHUNK, for the reason kd_slot_chunk_size
  * gives. */
-size_t kd_node_chunks(const broadphase_world *w, kdtree *t, size_t objects) {
+size_t kd_node_chunks(const method_world *w, kdtree *t, size_t objects) {
     t->node_chunk =
         threads_chunk_size(t->node_count, w->workers,
                            objects < SMALL_FROM ? NODE_CHUNK : NODE_SMALL_CHUNK, NODE_CHUNK);
@@ -610,9 +610,9 @@ static void measure_chunk(size_t chunk, int worker, void *p) {
 }
 
 /* The cost figure and the statistics, summed over node chunks. False on out of memory. */
-bool kd_measure_tree(broadphase_world *w, kdtree *t) {
+bool kd_measure_tree(const method_world *w, kdtree *t) {
     size_t chunks = kd_node_chunks(w, t, t->slots.count);
-    if (!heap_grow(&w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure),
+    if (!heap_grow(w->heap, (void **)&t->parts, &t->part_capacity, chunks + 1, sizeof(kd_measure),
                    0))
         return false;
     kd_pass_ctx c = {w, t, 0, false, 0, 0};
@@ -650,30 +650,30 @@ static size_t slots_for_scratch(size_t count) {
     return count + (count + 6) / 7;
 }
 
-broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
-    t->slot_chunk = kd_slot_chunk_size(w->store.id_end, w->workers);
-    size_t chunks = threads_chunk_count(w->store.id_end, t->slot_chunk);
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+broadphase_status kd_rebuild(const method_world *w, kdtree *t) {
+    t->slot_chunk = kd_slot_chunk_size(w->store->id_end, w->workers);
+    size_t chunks = threads_chunk_count(w->store->id_end, t->slot_chunk);
+    if (!heap_grow(w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                    sizeof(size_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->records, &t->record_capacity, world_tree_count(w) + 1,
+        !heap_grow(w->heap, (void **)&t->records, &t->record_capacity, w->member_count + 1,
                    sizeof(kd_record), 0) ||
-        !tree_slots_reserve(w, &t->slots, slots_for_scratch(world_tree_count(w))) ||
-        !heap_grow(&w->heap, (void **)&t->top_parts, &t->top_part_capacity,
-                   world_tree_count(w) / TOP_CHUNK + 2, sizeof(kd_top_part), 0) ||
+        !tree_slots_reserve(w, &t->slots, slots_for_scratch(w->member_count)) ||
+        !heap_grow(w->heap, (void **)&t->top_parts, &t->top_part_capacity,
+                   w->member_count / TOP_CHUNK + 2, sizeof(kd_top_part), 0) ||
         !id_tables_reserve(w, t) ||
-        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     kd_pass_ctx g = {w, t, 0, false, 0, 0};
     threads_for_chunks(w->workers, chunks, count_live, &g);
     threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     threads_for_chunks(w->workers, chunks, write_records, &g);
-    uint32_t count = (uint32_t)world_tree_count(w);
+    uint32_t count = (uint32_t)w->member_count;
 
     /* Nodes: usually about count / 3; retried with more room in the rare case of overflow. */
     size_t want = count / 2 + MIN_NODE_CAPACITY;
     if (want > t->node_capacity &&
-        !heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
+        !heap_grow(w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(kd_node), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* The partitions' scratch: the slot buffer the build does not write (slots_for_scratch),
      * given up until the first relayout after the build. */
@@ -684,7 +684,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
 #else
     (void)scratch_bytes;
 #endif
-    build_ctx b = {t, scratch, w->config.dimensions, w->config.leaf_size, w->config.max_depth};
+    build_ctx b = {t, scratch, w->config->dimensions, w->config->leaf_size, w->config->max_depth};
     for (;;) {
         t->overflow = false;
         t->node_count = 1;
@@ -692,7 +692,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
         build_tree(&b, w->workers, (build_task){&b, 0, 0, count, false, {0, 0, 0}, {0, 0, 0}});
         if (!t->overflow) break;
         /* A partition is not undone, but rebuilding from the same records is still exact. */
-        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+        if (!heap_grow(w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
                        sizeof(kd_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
@@ -700,9 +700,9 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
     /* Sized by the node pool, not the node count, so that a tree a few nodes larger than the
      * last does not allocate. */
     size_t room = t->node_capacity + 1;
-    if (!heap_grow(&w->heap, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
+    if (!heap_grow(w->heap, (void **)&t->order, &t->order_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(w->heap, (void **)&t->skip, &t->skip_capacity, room, sizeof(uint32_t), 0) ||
+        !heap_grow(w->heap, (void **)&t->scan, &t->scan_capacity, room, sizeof(size_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     number_preorder(t, 0, 0);
     kd_pass_ctx r = {w, t, 0, false, 0, 0};
@@ -720,7 +720,7 @@ broadphase_status kd_rebuild(broadphase_world *w, kdtree *t) {
     t->base_cost = t->cost;
     t->built = true;
     t->built_empty = count == 0;
-    w->stats.rebuilds++;
+    w->stats->rebuilds++;
     kd_refit_prepare(w, t);
     return BROADPHASE_OK;
 }

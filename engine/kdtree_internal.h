@@ -7,7 +7,7 @@
 
 #include "parallel.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,7 +86,7 @@ typedef struct kdtree kdtree;
 
 /* What the search's jobs read (kept in the tree, for the frame's retries). */
 typedef struct kd_search_ctx {
-    broadphase_world *w;
+    const method_world *w;
     kdtree *t;
     simd_boxes slots;
     int dims;
@@ -154,7 +154,7 @@ struct kdtree {
 
 /* What the parallel passes over ids, slots and nodes work on (build and refit). */
 typedef struct kd_pass_ctx {
-    broadphase_world *w;
+    const method_world *w;
     kdtree *t;
     size_t chunks;   /* passes cut by slots (slot_chunk_positions): how many chunks */
     bool new_ranges; /* kd_set_ranges: also set begin and end from the prefix sums */
@@ -175,7 +175,7 @@ static inline bool in_cell(const kd_node *n, const float mn[3], const float mx[3
 }
 
 /* node_of covers every id handed out so far; ids new to it read as absent from the tree. */
-static inline bool id_tables_reserve(broadphase_world *w, kdtree *t) {
+static inline bool id_tables_reserve(const method_world *w, kdtree *t) {
     return tree_node_of_reserve(w, &t->node_of, &t->node_of_capacity);
 }
 
@@ -189,17 +189,17 @@ static inline void position_range(const kdtree *t, size_t chunk, uint32_t *first
 
 /* kdtree_build.c: the rebuild, the measure, and what the refit shares of their passes. */
 size_t kd_slot_chunk_size(size_t slots, int workers);
-size_t kd_node_chunks(const broadphase_world *w, kdtree *t, size_t objects);
+size_t kd_node_chunks(const method_world *w, kdtree *t, size_t objects);
 void kd_set_ranges(size_t chunk, int worker, void *p);
-bool kd_measure_tree(broadphase_world *w, kdtree *t);
-broadphase_status kd_rebuild(broadphase_world *w, kdtree *t);
+bool kd_measure_tree(const method_world *w, kdtree *t);
+broadphase_status kd_rebuild(const method_world *w, kdtree *t);
 
 /* kdtree_refit.c */
-broadphase_status kd_refit(broadphase_world *w, kdtree *t);
+broadphase_status kd_refit(const method_world *w, kdtree *t);
 /* After a build, what the first refit would make (its arrays, the other slot buffer touched),
  * so that the step after a build does not stand out; best effort (a refit that finds it
  * missing makes it), nothing for a world that only rebuilds. */
-void kd_refit_prepare(broadphase_world *w, kdtree *t);
+void kd_refit_prepare(const method_world *w, kdtree *t);
 
 /* kdtree_search.c: the jobs of the pair search, collected from node n down. */
 void kd_collect_jobs(kdtree *t, uint32_t n);

@@ -5,7 +5,7 @@
 
 #include "parallel.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -61,9 +61,9 @@ static size_t slot_chunks(const kdtree *t, uint32_t slots) {
 static void refit_slots(size_t chunk, int worker, void *p) {
     (void)worker;
     kd_pass_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     kdtree *t = c->t;
-    int b = t->slots.cur, dims = w->config.dimensions;
+    int b = t->slots.cur, dims = w->config->dimensions;
     size_t begin = chunk * t->slot_chunk, end = begin + t->slot_chunk;
     if (end > t->slots.count) end = t->slots.count;
     size_t movers = 0;
@@ -327,7 +327,7 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
             node->slab_hi = hi;
         }
         uint32_t arrived = c->new_ranges ? t->arrive_end[n] - t->arrive_first[n] : 0;
-        uint32_t *tmp = arrived > 1 ? threads_scratch_get(&c->w->scratch, worker,
+        uint32_t *tmp = arrived > 1 ? threads_scratch_get(c->w->scratch, worker,
                                                           (size_t)7 * arrived * sizeof(uint32_t))
                                     : NULL;
         if (!tmp) { /* no arrivals, or no memory for them: one insertion sort still sorts */
@@ -343,31 +343,31 @@ static void resort_sweep_nodes(size_t chunk, int worker, void *p) {
  * as in the build: room that seldom grows), and for every object moving at once, so that the
  * count of movers, which changes every step, never makes a step allocate. False on out of
  * memory. */
-static bool refit_reserve(broadphase_world *w, kdtree *t, size_t chunks, size_t added) {
+static bool refit_reserve(const method_world *w, kdtree *t, size_t chunks, size_t added) {
     size_t pool = t->node_capacity;
     size_t need = t->slots.count + added + 1;
-    return heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+    return heap_grow(w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                      sizeof(size_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
+           heap_grow(w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.capacity + 1,
                      sizeof(uint32_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity,
-                     t->slots.capacity + 1, sizeof(uint32_t), t->slots.count) &&
-           heap_grow(&w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1,
+           heap_grow(w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+                     sizeof(uint32_t), t->slots.count) &&
+           heap_grow(w->heap, (void **)&t->own_count, &t->own_count_capacity, pool + 1,
                      sizeof(uint32_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1,
+           heap_grow(w->heap, (void **)&t->new_begin, &t->new_begin_capacity, pool + 1,
                      sizeof(uint32_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
+           heap_grow(w->heap, (void **)&t->arrive_first, &t->arrive_first_capacity, pool + 1,
                      sizeof(uint32_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1,
+           heap_grow(w->heap, (void **)&t->arrive_end, &t->arrive_end_capacity, pool + 1,
                      sizeof(uint32_t), 0) &&
-           id_tables_reserve(w, t) && threads_scratch_reserve(&w->scratch, w->workers) &&
-           heap_grow(&w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) &&
-           heap_grow(&w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need,
+           id_tables_reserve(w, t) && threads_scratch_reserve(w->scratch, w->workers) &&
+           heap_grow(w->heap, (void **)&t->moves, &t->move_capacity, need, sizeof(uint64_t), 0) &&
+           heap_grow(w->heap, (void **)&t->moves_tmp, &t->moves_tmp_capacity, need,
                      sizeof(uint64_t), 0);
 }
 
-void kd_refit_prepare(broadphase_world *w, kdtree *t) {
-    if (w->config.update == BROADPHASE_UPDATE_REBUILD) return;
+void kd_refit_prepare(const method_world *w, kdtree *t) {
+    if (w->config->update == BROADPHASE_UPDATE_REBUILD) return;
     size_t chunks =
         threads_chunk_count(t->slots.count, kd_slot_chunk_size(t->slots.count, w->workers));
     /* (the objects the build took in are not new to it) */
@@ -384,8 +384,8 @@ void kd_refit_prepare(broadphase_world *w, kdtree *t) {
     t->touched_capacity = t->dest_capacity;
 }
 
-broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
-    int dims = w->config.dimensions;
+broadphase_status kd_refit(const method_world *w, kdtree *t) {
+    int dims = w->config->dimensions;
     t->slot_chunk = kd_slot_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->slot_chunk);
     size_t nodes = t->node_count;
@@ -400,11 +400,11 @@ broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
     size_t count = movers;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
-        if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
+        if (!method_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->store.box[id].lo[k];
-            mx[k] = w->store.box[id].hi[k];
+            mn[k] = w->store->box[id].lo[k];
+            mx[k] = w->store->box[id].hi[k];
         }
         uint32_t d = rehome(t->nodes, 0, mn, mx, dims);
         t->node_of[id] = d; /* taken, in case the id was added twice since the last step */
@@ -429,7 +429,7 @@ broadphase_status kd_refit(broadphase_world *w, kdtree *t) {
     size_t room = ARRIVAL_ROOM;
     while (room < most) room *= 2;
     for (int i = 0; i < w->workers; i++)
-        if (!threads_scratch_get(&w->scratch, i, 7 * room * sizeof(uint32_t)))
+        if (!threads_scratch_get(w->scratch, i, 7 * room * sizeof(uint32_t)))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     threads_for_chunks(w->workers, node_chunk_count, pack_counts, &c);
     size_t total = threads_exclusive_scan(w->workers, t->scan, nodes);

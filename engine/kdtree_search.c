@@ -6,7 +6,7 @@
 #include "bits.h"
 #include "overlap.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <math.h>
 
@@ -190,7 +190,7 @@ void kd_search_job(size_t job, int worker, void *p) {
     kdtree *t = c->t;
     tree_worker *k = &t->workers.at[worker];
     const kd_job *j = &t->jobs[job];
-    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
+    pairs_writer wr = pairs_writer_begin(c->w->pairs, worker);
     bool ok = true;
     size_t n0 = ancestors_list(c, k, j->node, &ok);
     if (!ok) {

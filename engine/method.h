@@ -19,15 +19,53 @@
 #pragma once
 
 #include "broadphase.h"
+#include "heap.h"
+#include "pairs.h"
+#include "parallel.h"
 #include "query_view.h"
+#include "store.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct broadphase_world broadphase_world;
 struct tree_workers;
 struct tree_slots;
+
+/* What a method sees of the world, and all it sees: the world (world.h) brings this view up to
+ * date before each call into a method (world_method_view), so that no method depends on the
+ * world's layout, and the world's parts stay the world's. The view is the world's (its address
+ * is fixed for the world's life): a method's search context may keep a pointer to it from the
+ * update to the search's jobs. */
+typedef struct method_world {
+    const broadphase_config *config; /* leaf_size is the method's when the caller gave 0 */
+    const store *store;              /* the objects by id (store.h); read only */
+    heap *heap;                      /* every allocation goes through it */
+    int workers;                     /* the threads this call runs on (the team's size) */
+    threads_scratch *scratch;        /* per-worker working memory (parallel.h) */
+    pairs_state *pairs;              /* the step's pair writers, one per worker (pairs.h) */
+    broadphase_stats *stats;         /* the method counts its rebuilds and refits here */
+    /* The objects a method that uses the fields holds (method_member): the live ones less the
+     * statics and the objects at rest, member_count of them. at_rest is by id, NULL before the
+     * rest's first build; nothing rests in a world whose method does not use the fields. */
+    const uint8_t *at_rest;
+    size_t member_count;
+    /* What changed since the structures last took the changes in (a step or an update): ids
+     * added, in the order they were added; the objects moved (changed in place or removed:
+     * store->changed[id] == epoch, moved_count of them); `stale`: a static flag changed, so a
+     * method that keeps structure builds it anew. A removed id holds the store's sentinels. */
+    const uint32_t *added;
+    size_t added_count, moved_count;
+    uint32_t epoch;
+    bool stale;
+} method_world;
+
+/* Whether id i is a live object that a method using the fields holds (neither static nor at
+ * rest). */
+static inline bool method_member(const method_world *w, size_t i) {
+    return w->store->kind[i] != OBJECT_FREE && !(w->store->is_static && w->store->is_static[i]) &&
+           !(w->at_rest && w->at_rest[i]);
+}
 
 /* A method's pair search, as the frame runs it: job_count jobs of job(job, worker, ctx) over
  * the workers, each writing its pairs through pairs_writer. A method whose objects are searched
@@ -51,9 +89,9 @@ typedef struct method_table {
     bool uses_fields;
     /* Brings the structure up to date with the world (rebuild or refit, per config.update),
      * creating the state into *state on the first call. No pairs. */
-    broadphase_status (*update)(broadphase_world *w, void **state);
+    broadphase_status (*update)(const method_world *w, void **state);
     /* The search's jobs (after a successful update). */
-    broadphase_status (*plan_search)(broadphase_world *w, void *state, method_search *out);
+    broadphase_status (*plan_search)(const method_world *w, void *state, method_search *out);
     /* Optional: the structure's figures (nodes, leaves, depth, ...) and its bytes. */
     void (*fill_stats)(const void *state, broadphase_stats *stats);
     /* Optional: nodes, leaves and objects per level into levels[0 .. capacity); returns the
@@ -63,7 +101,7 @@ typedef struct method_table {
      * Without it, the queries test every object. */
     bool (*query_view)(const void *state, query_view *out);
     /* Frees the state (NULL is fine). */
-    void (*destroy)(broadphase_world *w, void *state);
+    void (*destroy)(const method_world *w, void *state);
 } method_table;
 
 /* The method with this id; NULL for an id that names none. Every method of the list is

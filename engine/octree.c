@@ -40,9 +40,9 @@
 
 #include <string.h>
 
-static octree *tree_of(broadphase_world *w, void **state) {
+static octree *tree_of(const method_world *w, void **state) {
     if (!*state) {
-        octree *t = heap_alloc(&w->heap, sizeof(octree));
+        octree *t = heap_alloc(w->heap, sizeof(octree));
         if (t) {
             memset(t, 0, sizeof(octree));
             t->fl_gen = 1; /* new nodes (list_gen 0) are in no list */
@@ -54,10 +54,10 @@ static octree *tree_of(broadphase_world *w, void **state) {
 
 /* ---- the search's plan ------------------------------------------------------------------- */
 
-static broadphase_status plan_search(broadphase_world *w, void *state, method_search *out) {
+static broadphase_status plan_search(const method_world *w, void *state, method_search *out) {
     octree *t = state;
     if (!tree_workers_ready(w, &t->workers)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    t->search = (oc_search_ctx){w, t, tree_slots_boxes(&t->slots), w->config.dimensions};
+    t->search = (oc_search_ctx){w, t, tree_slots_boxes(&t->slots), w->config->dimensions};
     *out = (method_search){0,           oc_search_job, &t->search,
                            &t->workers, &t->slots,     tree_quality(t->cost, t->slots.count)};
     if (t->slots.count > 0 && !(t->flat_state & (FLAT_NEVER | FLAT_ESCAPE))) {
@@ -73,7 +73,7 @@ static broadphase_status plan_search(broadphase_world *w, void *state, method_se
     /* Counted first, then written. */
     t->job_count = 0;
     if (t->slots.count > 0) oc_collect_jobs(t, 0, false);
-    if (!heap_grow(&w->heap, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job),
+    if (!heap_grow(w->heap, (void **)&t->jobs, &t->job_capacity, t->job_count + 1, sizeof(oc_job),
                    0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     t->job_count = 0;
@@ -86,7 +86,7 @@ static broadphase_status plan_search(broadphase_world *w, void *state, method_se
 
 #ifdef BROADPHASE_DEEP_VALIDATE
 
-static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t n) {
+static size_t validate_node(const method_world *w, const octree *t, uint32_t n) {
     const oc_node *node = &t->nodes[n];
     int b = t->slots.cur, dims = t->dims;
     TREE_CHECK(!node->spare);
@@ -104,9 +104,9 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
                    (node->parent != NONE && holds(t, t->nodes[node->parent].level,
                                                   t->nodes[node->parent].cell, umin, umax)));
         TREE_CHECK(t->node_of[id] == n && t->slot_node[s] == n);
-        TREE_CHECK(world_tree_member(w, id));
+        TREE_CHECK(method_member(w, id));
         for (int k = 0; k < dims; k++) {
-            TREE_CHECK(mn[k] == w->store.box[id].lo[k] && mx[k] == w->store.box[id].hi[k]);
+            TREE_CHECK(mn[k] == w->store->box[id].lo[k] && mx[k] == w->store->box[id].hi[k]);
             TREE_CHECK(mn[k] >= node->lo[k] && mx[k] <= node->hi[k]);
             TREE_CHECK(mn[k] >= node->own_lo[k] && mx[k] <= node->own_hi[k]);
         }
@@ -130,15 +130,15 @@ static size_t validate_node(const broadphase_world *w, const octree *t, uint32_t
     return seen;
 }
 
-static void validate(const broadphase_world *w, const octree *t) {
+static void validate(const method_world *w, const octree *t) {
     TREE_CHECK(validate_node(w, t, 0) == t->slots.count);
-    TREE_CHECK(t->slots.count == world_tree_count(w));
+    TREE_CHECK(t->slots.count == w->member_count);
 }
 #endif
 
 /* REFIT or REBUILD as the policy and the tree's state say; an object leaving the root makes
  * the root grow (a rebuild). */
-static broadphase_status update_tree(broadphase_world *w, octree *t) {
+static broadphase_status update_tree(const method_world *w, octree *t) {
     bool full =
         tree_should_rebuild(w, t->built, t->slots.count, t->slots.capacity, t->cost, t->base_cost);
     broadphase_status s = BROADPHASE_OK;
@@ -158,12 +158,12 @@ static broadphase_status update_tree(broadphase_world *w, octree *t) {
     return s;
 }
 
-static broadphase_status update(broadphase_world *w, void **state) {
+static broadphase_status update(const method_world *w, void **state) {
     octree *t = tree_of(w, state);
     if (!t) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     broadphase_status s = BROADPHASE_OK;
     if (tree_idle(w, t->built && t->built_empty))
-        w->stats.refits++;
+        w->stats->refits++;
     else
         s = update_tree(w, t);
     if (s != BROADPHASE_OK) {
@@ -215,39 +215,39 @@ static size_t fill_levels(const void *state, broadphase_level *levels, size_t ca
     return (size_t)t->max_depth_seen + 1;
 }
 
-static void destroy(broadphase_world *w, void *state) {
+static void destroy(const method_world *w, void *state) {
     octree *t = state;
     if (!t) return;
     tree_workers_release(w, &t->workers);
     tree_slots_release(w, &t->slots);
-    heap_free(&w->heap, t->nodes, t->node_capacity * sizeof(oc_node));
-    heap_free(&w->heap, t->keys, t->key_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->keys_tmp, t->key_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->vals, t->key_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->vals_tmp, t->key_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->hist, t->hist_bytes);
-    heap_free(&w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
-    heap_free(&w->heap, t->chunk_bounds, t->chunk_bounds_capacity * sizeof(float));
-    heap_free(&w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->nodes, t->node_capacity * sizeof(oc_node));
+    heap_free(w->heap, t->keys, t->key_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->keys_tmp, t->key_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->vals, t->key_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->vals_tmp, t->key_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->hist, t->hist_bytes);
+    heap_free(w->heap, t->chunk_count, t->chunk_capacity * sizeof(size_t));
+    heap_free(w->heap, t->chunk_bounds, t->chunk_bounds_capacity * sizeof(float));
+    heap_free(w->heap, t->node_of, t->node_of_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->dest, t->dest_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->slot_node, t->slot_node_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->add_dest, t->add_dest_capacity * sizeof(uint32_t));
     uint32_t **by_node[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
                             &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
     for (size_t i = 0; i < sizeof by_node / sizeof by_node[0]; i++)
-        heap_free(&w->heap, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->moves_tmp, t->move_capacity * sizeof(uint64_t));
-    heap_free(&w->heap, t->refs, t->ref_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->jobs, t->job_capacity * sizeof(oc_job));
-    heap_free(&w->heap, t->fl_leaf, t->fl_leaf_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
-    heap_free(&w->heap, t->fl_region, t->fl_region_capacity * sizeof(float));
-    heap_free(&w->heap, t, sizeof *t);
+        heap_free(w->heap, *by_node[i], t->by_node_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->moves, t->move_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->moves_tmp, t->move_capacity * sizeof(uint64_t));
+    heap_free(w->heap, t->refs, t->ref_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->refs_tmp, t->ref_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->jobs, t->job_capacity * sizeof(oc_job));
+    heap_free(w->heap, t->fl_leaf, t->fl_leaf_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->fl_first, t->fl_first_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->fl_cand, t->fl_cand_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->fl_job, t->fl_job_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->fl_index, t->fl_index_capacity * sizeof(uint32_t));
+    heap_free(w->heap, t->fl_region, t->fl_region_capacity * sizeof(float));
+    heap_free(w->heap, t, sizeof *t);
 }
 
 /* ---- the queries' view (query.h) ----------------------------------------------------------- */

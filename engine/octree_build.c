@@ -92,17 +92,17 @@ static void choose_root(octree *t, const float lo[3], const float hi[3], double 
 static void count_live(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     size_t begin = chunk * c->t->id_chunk, end = begin + c->t->id_chunk;
-    if (end > w->store.id_end) end = w->store.id_end;
+    if (end > w->store->id_end) end = w->store->id_end;
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     size_t live = 0;
     for (size_t i = begin; i < end; i++) {
-        if (!world_tree_member(w, i)) continue;
+        if (!method_member(w, i)) continue;
         live++;
         for (int k = 0; k < 3; k++) {
-            lo[k] = w->store.box[i].lo[k] < lo[k] ? w->store.box[i].lo[k] : lo[k];
-            hi[k] = w->store.box[i].hi[k] > hi[k] ? w->store.box[i].hi[k] : hi[k];
+            lo[k] = w->store->box[i].lo[k] < lo[k] ? w->store->box[i].lo[k] : lo[k];
+            hi[k] = w->store->box[i].hi[k] > hi[k] ? w->store->box[i].hi[k] : hi[k];
         }
     }
     c->t->chunk_count[chunk] = live;
@@ -120,14 +120,14 @@ _Static_assert(sizeof(world_box) == 8 * sizeof(float), "simd_cell_keys reads 8 f
 static void write_keys(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     const octree *t = c->t;
     size_t begin = chunk * t->id_chunk, end = begin + t->id_chunk;
-    if (end > w->store.id_end) end = w->store.id_end;
+    if (end > w->store->id_end) end = w->store->id_end;
     size_t at = t->chunk_count[chunk], n = 0;
     uint32_t *vals = t->vals + at;
     for (size_t i = begin; i < end; i++)
-        if (world_tree_member(w, i)) vals[n++] = (uint32_t)i;
+        if (method_member(w, i)) vals[n++] = (uint32_t)i;
     simd_cell_grid g = {{t->origin[0], t->origin[1], t->origin[2]},
                         t->scale,
                         t->top,
@@ -137,11 +137,11 @@ static void write_keys(size_t chunk, int worker, void *p) {
                         t->depth,
                         t->max_level,
                         LEVEL_BITS};
-    simd_cell_keys(&g, (const float *)(const void *)w->store.box, vals, n, t->keys + at);
+    simd_cell_keys(&g, (const float *)(const void *)w->store->box, vals, n, t->keys + at);
 }
 
 typedef struct build_task {
-    broadphase_world *w;
+    const method_world *w;
     octree *t;
     uint32_t node, begin, end;
 } build_task;
@@ -160,14 +160,14 @@ static uint32_t key_bound(const uint64_t *keys, uint32_t lo, uint32_t hi, uint64
 
 static void build_node(void *p, int worker) {
     build_task *task = p;
-    broadphase_world *w = task->w;
+    const method_world *w = task->w;
     octree *t = task->t;
     oc_node *n = &t->nodes[task->node];
     uint32_t begin = task->begin, end = task->end;
     n->begin = begin;
     n->end = end;
     n->sub_end = end;
-    if (end - begin <= (uint32_t)w->config.leaf_size || n->level >= t->max_level) return;
+    if (end - begin <= (uint32_t)w->config->leaf_size || n->level >= t->max_level) return;
     uint64_t key = cell_key(t, n->level, n->cell);
     uint32_t own_end = key_bound(t->keys, begin, end, key + 1);
     if (own_end == end) return; /* everything is too large to go deeper */
@@ -214,17 +214,17 @@ static void build_node(void *p, int worker) {
 static void scatter_slots(size_t begin, size_t end, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     octree *t = c->t;
     int b = t->slots.cur;
     for (size_t i = begin; i < end; i++) {
         uint32_t id = t->vals[i];
         if (i + TREE_REFIT_AHEAD < end) {
-            __builtin_prefetch(&w->store.box[t->vals[i + TREE_REFIT_AHEAD]]);
+            __builtin_prefetch(&w->store->box[t->vals[i + TREE_REFIT_AHEAD]]);
         }
         for (int k = 0; k < 3; k++) {
-            t->slots.smin[b][k][i] = w->store.box[id].lo[k];
-            t->slots.smax[b][k][i] = w->store.box[id].hi[k];
+            t->slots.smin[b][k][i] = w->store->box[id].lo[k];
+            t->slots.smax[b][k][i] = w->store->box[id].hi[k];
         }
         t->slots.sid[b][i] = id;
     }
@@ -393,12 +393,12 @@ void oc_measure(octree *t, int workers, bool own) {
 
 /* ---- rebuild --------------------------------------------------------------------------------- */
 
-static void geometry_init(broadphase_world *w, octree *t) {
-    t->dims = w->config.dimensions;
+static void geometry_init(const method_world *w, octree *t) {
+    t->dims = w->config->dimensions;
     t->nchild = 1 << t->dims;
     t->depth = key_depth(t->dims);
-    t->max_level = w->config.max_depth < t->depth ? w->config.max_depth : t->depth;
-    t->margin = ((double)w->config.looseness - 1.0) * 0.5;
+    t->max_level = w->config->max_depth < t->depth ? w->config->max_depth : t->depth;
+    t->margin = ((double)w->config->looseness - 1.0) * 0.5;
     for (int l = 0; l <= t->depth; l++) {
         t->cell_size[l] = ldexp(1.0, t->depth - l);
         t->cell_margin[l] = t->margin * t->cell_size[l];
@@ -407,35 +407,35 @@ static void geometry_init(broadphase_world *w, octree *t) {
 }
 
 /* Builds the tree from scratch with a root of at least min_side. */
-broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
+broadphase_status oc_rebuild(const method_world *w, octree *t, double min_side) {
     t->ahead_begin = t->ahead_end = 0; /* the slots are laid out anew: no marks to keep */
     geometry_init(w, t);
-    t->id_chunk = threads_chunk_size(w->store.id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
-    size_t chunks = threads_chunk_count(w->store.id_end, t->id_chunk);
-    size_t count = world_tree_count(w);
+    t->id_chunk = threads_chunk_size(w->store->id_end, w->workers, SMALL_CHUNK, SLOT_CHUNK);
+    size_t chunks = threads_chunk_count(w->store->id_end, t->id_chunk);
+    size_t count = w->member_count;
     size_t hist = threads_radix_scratch_size(w->workers);
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+    if (!heap_grow(w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                    sizeof(size_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
+        !heap_grow(w->heap, (void **)&t->chunk_bounds, &t->chunk_bounds_capacity, 6 * (chunks + 1),
                    sizeof(float), 0) ||
         !tree_slots_reserve(w, &t->slots, count) || !id_tables_reserve(w, t) ||
-        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (count + 1 > t->key_capacity) {
         size_t cap = t->key_capacity;
         size_t c2 = cap, c3 = cap, c4 = cap;
-        if (!heap_grow(&w->heap, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
-            !heap_grow(&w->heap, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
+        if (!heap_grow(w->heap, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
+            !heap_grow(w->heap, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
+            !heap_grow(w->heap, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
+            !heap_grow(w->heap, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
         t->key_capacity = cap;
     }
     if (hist > t->hist_bytes) {
-        void *h = heap_alloc(&w->heap, hist);
+        void *h = heap_alloc(w->heap, hist);
         if (!h) return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        heap_free(&w->heap, t->hist, t->hist_bytes);
+        heap_free(w->heap, t->hist, t->hist_bytes);
         t->hist = h;
         t->hist_bytes = hist;
     }
@@ -462,12 +462,12 @@ broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
      * holding few. Room for ten times count / leaf_size, no more than count / 2: reserving
      * count / 2 held 86 MB of nodes for the 5 MB that moving 1e6 uses. A build that needs more
      * is retried with more room (below); a refit grows the pool as it splits. */
-    size_t leaf = (size_t)(w->config.leaf_size > 0 ? w->config.leaf_size : 1);
+    size_t leaf = (size_t)(w->config->leaf_size > 0 ? w->config->leaf_size : 1);
     size_t want = count / 2 + MIN_NODE_CAPACITY;
     if (10 * (count / leaf) + MIN_NODE_CAPACITY < want)
         want = 10 * (count / leaf) + MIN_NODE_CAPACITY;
     if (want > t->node_capacity &&
-        !heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(oc_node), 0))
+        !heap_grow(w->heap, (void **)&t->nodes, &t->node_capacity, want, sizeof(oc_node), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     for (;;) {
         t->overflow = false;
@@ -477,7 +477,7 @@ broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
         build_task root = {w, t, 0, 0, (uint32_t)count};
         threads_run_tasks(w->workers, build_node, &root);
         if (!t->overflow) break;
-        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
+        if (!heap_grow(w->heap, (void **)&t->nodes, &t->node_capacity, t->node_capacity * 2,
                        sizeof(oc_node), 0))
             return BROADPHASE_ERROR_OUT_OF_MEMORY;
     }
@@ -495,7 +495,7 @@ broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side) {
     t->base_cost = t->cost;
     t->built = true;
     t->built_empty = count == 0;
-    w->stats.rebuilds++;
+    w->stats->rebuilds++;
     oc_refit_prepare(w, t);
     return BROADPHASE_OK;
 }

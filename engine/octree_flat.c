@@ -60,15 +60,15 @@ typedef struct flat_edges {
 /* Every pair of leaves, one in each of the disjoint subtrees a and b, whose regions meet, as an
  * edge (lower leaf index << 32 | higher) in the worker's scratch. The same descent as cross(),
  * on regions. */
-static void flat_meet(broadphase_world *w, octree *t, int worker, uint32_t a, uint32_t b) {
+static void flat_meet(const method_world *w, octree *t, int worker, uint32_t a, uint32_t b) {
     if (!regions_meet(t, a, b) || __atomic_load_n(&t->fl_failed, __ATOMIC_RELAXED)) return;
     const oc_node *na = &t->nodes[a], *nb = &t->nodes[b];
     bool a_leaf = t->fl_index[a] != NONE, b_leaf = t->fl_index[b] != NONE;
     if (a_leaf && b_leaf) {
         uint64_t ia = t->fl_index[a], ib = t->fl_index[b];
-        flat_edges *e = threads_scratch_get(&w->scratch, worker, sizeof(flat_edges));
+        flat_edges *e = threads_scratch_get(w->scratch, worker, sizeof(flat_edges));
         if (e)
-            e = threads_scratch_get(&w->scratch, worker,
+            e = threads_scratch_get(w->scratch, worker,
                                     sizeof(flat_edges) + (e->count + 1) * sizeof(uint64_t));
         if (!e) {
             __atomic_store_n(&t->fl_failed, true, __ATOMIC_RELAXED);
@@ -90,14 +90,14 @@ static void flat_meet(broadphase_world *w, octree *t, int worker, uint32_t a, ui
 /* One piece of the list's making: the pairs between subtrees a and b (b != NONE), or every pair
  * within subtree a. Nodes above octree.task_levels hand their pieces to other workers. */
 typedef struct flat_task {
-    broadphase_world *w;
+    const method_world *w;
     octree *t;
     uint32_t a, b;
 } flat_task;
 
 static void flat_task_run(void *p, int worker) {
     const flat_task *task = p;
-    broadphase_world *w = task->w;
+    const method_world *w = task->w;
     octree *t = task->t;
     if (task->b != NONE) {
         flat_meet(w, t, worker, task->a, task->b);
@@ -134,13 +134,13 @@ static int by_u32(const void *x, const void *y) {
 /* The list's arrays, grown with an eighth to spare: the next list has about as many leaves and
  * pairs, often a few more, and growing again means new pages to fault in, which took the second
  * making at 1e6 from 7.5 ms to 15-18 (NOTES row 107). Contents are not kept. */
-static bool flat_grow(broadphase_world *w, void **p, size_t *capacity, size_t need, size_t size) {
-    return need <= *capacity || heap_grow(&w->heap, p, capacity, need + need / 8, size, 0);
+static bool flat_grow(const method_world *w, void **p, size_t *capacity, size_t need, size_t size) {
+    return need <= *capacity || heap_grow(w->heap, p, capacity, need + need / 8, size, 0);
 }
 
 /* Makes the flat search's list for the tree as measured (no FLAT_NEVER). False on out of
  * memory. */
-bool oc_flat_build(broadphase_world *w, octree *t) {
+bool oc_flat_build(const method_world *w, octree *t) {
     size_t nodes = t->node_count, leaves = t->leaves;
     if (!flat_grow(w, (void **)&t->fl_leaf, &t->fl_leaf_capacity, leaves + 1, sizeof(uint32_t)) ||
         !flat_grow(w, (void **)&t->fl_first, &t->fl_first_capacity, leaves + 2, sizeof(uint32_t)) ||
@@ -153,7 +153,7 @@ bool oc_flat_build(broadphase_world *w, octree *t) {
     t->fl_leaves = 0;
     t->fl_failed = false;
     flat_leaves(t, 0);
-    if (!threads_scratch_reserve(&w->scratch, w->workers)) return false;
+    if (!threads_scratch_reserve(w->scratch, w->workers)) return false;
     /* Each worker's room for its edges, up front: a quarter more than an even share of the last
      * list's room (an eighth above its count), or on the first build of about 14 a leaf in 3D
      * and 5 in 2D (a leaf among equal
@@ -166,7 +166,7 @@ bool oc_flat_build(broadphase_world *w, octree *t) {
     share += share / 4 + 64;
     for (int i = 0; i < w->workers; i++) {
         flat_edges *e =
-            threads_scratch_get(&w->scratch, i, sizeof(flat_edges) + share * sizeof(uint64_t));
+            threads_scratch_get(w->scratch, i, sizeof(flat_edges) + share * sizeof(uint64_t));
         if (!e) return false;
         e->count = 0;
     }
@@ -185,7 +185,7 @@ bool oc_flat_build(broadphase_world *w, octree *t) {
     size_t count = 0;
     memset(t->fl_first, 0, (t->fl_leaves + 2) * sizeof(uint32_t));
     for (int i = 0; i < w->workers; i++) {
-        const flat_edges *e = threads_scratch_get(&w->scratch, i, sizeof(flat_edges));
+        const flat_edges *e = threads_scratch_get(w->scratch, i, sizeof(flat_edges));
         for (uint64_t k = 0; k < e->count; k++) t->fl_first[(e->edge[k] >> 32) + 2]++;
         count += e->count;
     }
@@ -193,7 +193,7 @@ bool oc_flat_build(broadphase_world *w, octree *t) {
         return false;
     for (size_t i = 2; i < t->fl_leaves + 2; i++) t->fl_first[i] += t->fl_first[i - 1];
     for (int i = 0; i < w->workers; i++) {
-        const flat_edges *e = threads_scratch_get(&w->scratch, i, sizeof(flat_edges));
+        const flat_edges *e = threads_scratch_get(w->scratch, i, sizeof(flat_edges));
         for (uint64_t k = 0; k < e->count; k++)
             t->fl_cand[t->fl_first[(e->edge[k] >> 32) + 1]++] = (uint32_t)e->edge[k];
     }

@@ -115,7 +115,7 @@ static size_t subtree_nodes(const octree *t, uint32_t n, uint32_t *list, size_t 
     return k;
 }
 
-bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, size_t top_count,
+bool oc_lay_out_in_place(const method_world *w, octree *t, const uint32_t *tops, size_t top_count,
                          size_t moved, bool may_refuse) {
     /* Every node's count and arrivals; where each begins anew, each subtree from its own first
      * slot; the moves grouped by destination in the order of the list (moves: the entry of

@@ -7,7 +7,7 @@
 #include "overlap.h"
 #include "parallel.h"
 #include "tree.h"
-#include "world.h"
+#include "method.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -76,7 +76,7 @@ typedef struct octree octree;
 
 /* What the search's jobs read (kept in the tree, for the frame's retries). */
 typedef struct oc_search_ctx {
-    broadphase_world *w;
+    const method_world *w;
     octree *t;
     simd_boxes slots;
     int dims;
@@ -186,7 +186,7 @@ struct octree {
 
 /* What the parallel passes of the build and the refit read. */
 typedef struct oc_ctx {
-    broadphase_world *w;
+    const method_world *w;
     octree *t;
 } oc_ctx;
 
@@ -280,31 +280,31 @@ static inline void node_init(oc_node *n, uint32_t parent, int level, const uint3
 
 /* Sets the chunks of this pass over the nodes (each node's work is its own objects, about a
  * leaf's worth) and returns their count. */
-static inline size_t node_chunks(const broadphase_world *w, octree *t) {
+static inline size_t node_chunks(const method_world *w, octree *t) {
     t->node_chunk = threads_chunk_size(t->node_count, w->workers, NODE_SMALL_CHUNK, NODE_CHUNK);
     return threads_chunk_count(t->node_count, t->node_chunk);
 }
 
-static inline bool id_tables_reserve(broadphase_world *w, octree *t) {
+static inline bool id_tables_reserve(const method_world *w, octree *t) {
     return tree_node_of_reserve(w, &t->node_of, &t->node_of_capacity);
 }
 
 /* ---- across the phases ---------------------------------------------------------------------- */
 
 /* octree_build.c: builds the tree from scratch with a root of at least min_side. */
-broadphase_status oc_rebuild(broadphase_world *w, octree *t, double min_side);
+broadphase_status oc_rebuild(const method_world *w, octree *t, double min_side);
 /* octree_build.c: subtree ends and bounds for the whole tree (own bounds first when `own`), the
  * statistics and the flat search's state. */
 void oc_measure(octree *t, int workers, bool own);
 
 /* octree_refit.c: REFIT; *escaped (and nothing changed) when an object left the root. */
-broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped);
+broadphase_status oc_refit(const method_world *w, octree *t, bool *escaped);
 /* After a build, what the first refit would make (its arrays, and the first slice of the other
  * slot buffer touched), so that the step after a build does not stand out; best effort (a
  * refit that finds it missing makes it), nothing for a world that only rebuilds. */
-void oc_refit_prepare(broadphase_world *w, octree *t);
+void oc_refit_prepare(const method_world *w, octree *t);
 /* octree_refit.c: arrays indexed by node, for node_capacity nodes. */
-bool oc_by_node_reserve(broadphase_world *w, octree *t);
+bool oc_by_node_reserve(const method_world *w, octree *t);
 /* octree_refit.c: tightens slots [begin, end) (see tighten there); with windows (not NONE),
  * only into leaves of their subtrees. Returns the movers it made. */
 size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, uint32_t window2);
@@ -312,13 +312,13 @@ size_t oc_tighten_range(octree *t, size_t begin, size_t end, uint32_t window, ui
  * current slot buffer, each keeping its total, for the moves moves_tmp[0, moved) (slot order;
  * source << 32 | a live leaf in the same subtree). With may_refuse, returns false without
  * changing the tree when one part would hold most of the slots (the caller copies instead). */
-bool oc_lay_out_in_place(broadphase_world *w, octree *t, const uint32_t *tops, size_t top_count,
+bool oc_lay_out_in_place(const method_world *w, octree *t, const uint32_t *tops, size_t top_count,
                          size_t moved, bool may_refuse);
 /* octree_windows.c: a refit step whose movers may wait: every few steps lays the next pair of
  * windows out anew in place, and the step before, tightens the window that turn will. `ahead`:
  * the window whose marks this step's refit kept (tightened at the step before), or NONE. False
  * when a light relayout is due instead (oc_refit runs it). */
-bool oc_window_turn(broadphase_world *w, octree *t, uint32_t ahead);
+bool oc_window_turn(const method_world *w, octree *t, uint32_t ahead);
 
 /* octree_search.c: the search's jobs (threads_job callbacks over an oc_search_ctx). */
 void oc_search_job(size_t job, int worker, void *p);
@@ -327,4 +327,4 @@ void oc_flat_job(size_t job, int worker, void *p);
 void oc_collect_jobs(octree *t, uint32_t n, bool write);
 
 /* octree_flat.c: makes the flat search's list for the tree as measured. False on out of memory. */
-bool oc_flat_build(broadphase_world *w, octree *t);
+bool oc_flat_build(const method_world *w, octree *t);

@@ -43,7 +43,7 @@ static bool is_child_cell(const octree *t, const uint32_t parent[3], const uint3
 /* ---- nodes ----------------------------------------------------------------------------------- */
 
 /* Arrays indexed by node, for node_capacity nodes. */
-bool oc_by_node_reserve(broadphase_world *w, octree *t) {
+bool oc_by_node_reserve(const method_world *w, octree *t) {
     size_t need = t->node_capacity + 1;
     if (need <= t->by_node_capacity) return true;
     size_t cap = t->by_node_capacity;
@@ -53,7 +53,7 @@ bool oc_by_node_reserve(broadphase_world *w, octree *t) {
     size_t got = 0;
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         size_t c = cap;
-        if (!heap_grow(&w->heap, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
+        if (!heap_grow(w->heap, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
         got = c;
     }
     for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
@@ -63,10 +63,10 @@ bool oc_by_node_reserve(broadphase_world *w, octree *t) {
 }
 
 /* A node from the free list or past the last one; NONE on out of memory. Outside the build. */
-static uint32_t node_new(broadphase_world *w, octree *t) {
+static uint32_t node_new(const method_world *w, octree *t) {
     if (t->free_count) return t->free_nodes[--t->free_count];
     if (t->node_count >= t->node_capacity) {
-        if (!heap_grow(&w->heap, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
+        if (!heap_grow(w->heap, (void **)&t->nodes, &t->node_capacity, (size_t)t->node_count + 1,
                        sizeof(oc_node), t->node_count) ||
             !oc_by_node_reserve(w, t))
             return NONE;
@@ -148,7 +148,7 @@ static inline bool in_reach(const oc_node *n, const float mn[3], const float mx[
 static void refit_slots(size_t chunk, int worker, void *p) {
     (void)worker;
     oc_ctx *c = p;
-    const broadphase_world *w = c->w;
+    const method_world *w = c->w;
     octree *t = c->t;
     int b = t->slots.cur;
     size_t begin, end;
@@ -429,7 +429,7 @@ static void count_arrivals(size_t chunk, int worker, void *p) {
  * the moves that stay in the tree). Every pass is parallel and the sort is the radix sort on the
  * destination's bits, so no serial pass over the moves grows with the objects, and the result is
  * the same for every worker count. */
-static size_t gather_moves(broadphase_world *w, octree *t, size_t chunks) {
+static size_t gather_moves(const method_world *w, octree *t, size_t chunks) {
     size_t movers = threads_exclusive_scan(w->workers, t->chunk_count, chunks);
     oc_ctx c = {w, t};
     threads_for_chunks(w->workers, node_chunks(w, t), reset_counts, &c);
@@ -471,7 +471,7 @@ static void redirect_below(octree *t, uint32_t n, uint32_t to) {
  * emptied nodes become spare, subtrees holding no more than leaf_size objects merge into their
  * top node, and nodes holding too many objects are listed for splitting. Returns the subtree's
  * object count. */
-static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
+static uint32_t restructure(const method_world *w, octree *t, uint32_t n) {
     uint32_t total = t->own_count[n];
     bool live_children = false;
     for (int j = 0; j < t->nchild; j++) {
@@ -494,7 +494,7 @@ static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
         total += sub;
     }
     oc_node *node = &t->nodes[n];
-    uint32_t leaf_size = (uint32_t)w->config.leaf_size;
+    uint32_t leaf_size = (uint32_t)w->config->leaf_size;
     if (live_children && total <= leaf_size) {
         redirect_below(t, n, n);
         for (int j = 0; j < t->nchild; j++)
@@ -511,7 +511,7 @@ static uint32_t restructure(broadphase_world *w, octree *t, uint32_t n) {
 }
 
 /* Bounds in grid units of an object referred to by a split: a slot, or an entry of w->added. */
-static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, double umin[3],
+static void ref_grid(const method_world *w, const octree *t, uint32_t ref, double umin[3],
                      double umax[3]) {
     float mn[3], mx[3];
     if (ref < t->slots.count) {
@@ -523,8 +523,8 @@ static void ref_grid(const broadphase_world *w, const octree *t, uint32_t ref, d
     } else {
         uint32_t id = w->added[ref - t->slots.count];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->store.box[id].lo[k];
-            mx[k] = w->store.box[id].hi[k];
+            mn[k] = w->store->box[id].lo[k];
+            mx[k] = w->store->box[id].hi[k];
         }
     }
     to_grid(t, mn, mx, umin, umax);
@@ -537,7 +537,7 @@ static uint32_t *ref_dest(octree *t, uint32_t ref) {
 /* Node n holds refs[0, count) (more than leaf_size): each that fits the child cell of its centre
  * goes there, the child revived or made as needed; children left with too many split in turn.
  * scratch has room for count refs. False on out of memory. */
-static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t *scratch,
+static bool split(const method_world *w, octree *t, uint32_t n, uint32_t *refs, uint32_t *scratch,
                   uint32_t count) {
     uint32_t per[8] = {0};
     int level = t->nodes[n].level + 1;
@@ -587,7 +587,7 @@ static bool split(broadphase_world *w, octree *t, uint32_t n, uint32_t *refs, ui
     }
     memcpy(refs, scratch, moved * sizeof(uint32_t));
     for (int j = 0; j < t->nchild; j++) {
-        if (per[j] <= (uint32_t)w->config.leaf_size) continue;
+        if (per[j] <= (uint32_t)w->config->leaf_size) continue;
         uint32_t c = t->nodes[n].child[j];
         if (!split(w, t, c, refs + start[j], scratch + start[j], per[j])) return false;
     }
@@ -636,17 +636,17 @@ static size_t refit_chunk_size(size_t slots, int workers) {
 
 /* Room for a refit's passes, with `added` objects new to the tree, and for every object moving
  * at once. False on out of memory. */
-static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t added) {
+static bool refit_reserve(const method_world *w, octree *t, size_t chunks, size_t added) {
     if (chunks == 0)
         chunks = threads_chunk_count(t->slots.count, refit_chunk_size(t->slots.count, w->workers));
     size_t need = t->slots.count + added + 1;
-    if (!heap_grow(&w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
+    if (!heap_grow(w->heap, (void **)&t->chunk_count, &t->chunk_capacity, chunks + 1,
                    sizeof(size_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
+        !heap_grow(w->heap, (void **)&t->dest, &t->dest_capacity, t->slots.count + 1,
                    sizeof(uint32_t), 0) ||
-        !heap_grow(&w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
+        !heap_grow(w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), t->slots.count) ||
-        !heap_grow(&w->heap, (void **)&t->add_dest, &t->add_dest_capacity, added + 1,
+        !heap_grow(w->heap, (void **)&t->add_dest, &t->add_dest_capacity, added + 1,
                    sizeof(uint32_t), 0) ||
         !id_tables_reserve(w, t) || !oc_by_node_reserve(w, t))
         return false;
@@ -655,7 +655,7 @@ static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t 
     if (need > t->move_capacity) {
         /* The four are made before any old one goes (their contents need not stay), so that
          * out of memory leaves each with the capacity its shared field says. */
-        heap *h = &w->heap;
+        heap *h = w->heap;
         size_t c1 = t->move_capacity + t->move_capacity / 2;
         c1 = c1 < need ? need : c1 < 16 ? 16 : c1;
         size_t c3 = t->ref_capacity + t->ref_capacity / 2;
@@ -687,16 +687,16 @@ static bool refit_reserve(broadphase_world *w, octree *t, size_t chunks, size_t 
 /* The objects new to the tree: each to the node that holds it, found from the root; on one that
  * the root does not hold, t->escaped (the caller gives the ids taken back). Returns how many it
  * placed (an id removed and added again before the step keeps its slot, and is not one). */
-static size_t place_added(broadphase_world *w, octree *t) {
+static size_t place_added(const method_world *w, octree *t) {
     size_t placed = 0;
     for (size_t i = 0; i < w->added_count; i++) {
         uint32_t id = w->added[i];
         t->add_dest[i] = NONE;
-        if (!world_tree_member(w, id) || t->node_of[id] != NONE) continue;
+        if (!method_member(w, id) || t->node_of[id] != NONE) continue;
         float mn[3], mx[3];
         for (int k = 0; k < 3; k++) {
-            mn[k] = w->store.box[id].lo[k];
-            mx[k] = w->store.box[id].hi[k];
+            mn[k] = w->store->box[id].lo[k];
+            mx[k] = w->store->box[id].hi[k];
         }
         double umin[3], umax[3];
         to_grid(t, mn, mx, umin, umax);
@@ -715,7 +715,7 @@ static size_t place_added(broadphase_world *w, octree *t) {
 /* The tree's shape for this step's moves (gathered in *count): spare branches age, emptied
  * nodes become spare, sparse subtrees merge, crowded nodes split; when any of that changed the
  * tree, the moves are gathered again. */
-static broadphase_status reshape(broadphase_world *w, octree *t, size_t chunks, size_t *count) {
+static broadphase_status reshape(const method_world *w, octree *t, size_t chunks, size_t *count) {
     t->split_count = 0;
     t->redirected_count = 0;
     restructure(w, t, 0);
@@ -754,7 +754,7 @@ static broadphase_status reshape(broadphase_world *w, octree *t, size_t chunks, 
 }
 
 /* The slots laid out anew, into the other buffer, from every node's new own count. */
-static void lay_out(broadphase_world *w, octree *t) {
+static void lay_out(const method_world *w, octree *t) {
     oc_ctx c = {w, t};
     size_t nodes = t->node_count;
     uint32_t total = relayout(t, 0, 0);
@@ -810,7 +810,7 @@ static void light_collect(size_t chunk, int worker, void *p) {
  * copy every slot into the other buffer, 0.34-0.48 ms of a 0.5-0.85 ms step (NOTES
  * rows 296-297); every slot is copied only where one segment of the in-place layout would hold
  * more than 3/4 of them. */
-static void light_relayout(broadphase_world *w, octree *t, size_t chunks) {
+static void light_relayout(const method_world *w, octree *t, size_t chunks) {
     oc_ctx c = {w, t};
     t->light_layouts++;
     threads_for_chunks(w->workers, chunks, light_movers, &c);
@@ -828,8 +828,8 @@ static size_t pending_limit(const octree *t) {
     return t->slots.count / (t->window_pairs > 0 ? WINDOW_DEFER_SHARE : DEFER_SHARE);
 }
 
-void oc_refit_prepare(broadphase_world *w, octree *t) {
-    if (w->config.update == BROADPHASE_UPDATE_REBUILD) return;
+void oc_refit_prepare(const method_world *w, octree *t) {
+    if (w->config->update == BROADPHASE_UPDATE_REBUILD) return;
     /* (the objects the build took in are not new to it) */
     if (!refit_reserve(w, t, 0, 0)) return;
     tree_slots_warm(w, &t->slots, 1 - t->slots.cur, t->slots.capacity / WARM_STEPS + 1);
@@ -843,7 +843,7 @@ void oc_refit_prepare(broadphase_world *w, octree *t) {
 }
 
 /* REFIT; *escaped (and nothing changed) when an object left the root. */
-broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
+broadphase_status oc_refit(const method_world *w, octree *t, bool *escaped) {
     t->refit_chunk = refit_chunk_size(t->slots.count, w->workers);
     size_t chunks = threads_chunk_count(t->slots.count, t->refit_chunk);
     if (!refit_reserve(w, t, chunks, w->added_count)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
@@ -877,7 +877,7 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
         if (t->beyond || (t->flat_state & FLAT_ESCAPE) || !oc_window_turn(w, t, ahead))
             light_relayout(w, t, chunks);
         oc_measure(t, w->workers, true);
-        w->stats.refits++;
+        w->stats->refits++;
         return BROADPHASE_OK;
     }
     /* A relayout for more waiting movers than may wait tightens every leaf. One for additions
@@ -903,6 +903,6 @@ broadphase_status oc_refit(broadphase_world *w, octree *t, bool *escaped) {
         t->full_layouts++;
     }
     oc_measure(t, w->workers, true);
-    w->stats.refits++;
+    w->stats->refits++;
     return BROADPHASE_OK;
 }

@@ -239,7 +239,7 @@ void oc_search_job(size_t job, int worker, void *p) {
     octree *t = c->t;
     tree_worker *k = &t->workers.at[worker];
     const oc_job *j = &t->jobs[job];
-    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
+    pairs_writer wr = pairs_writer_begin(c->w->pairs, worker);
     if (j->kind == JOB_CROSS) {
         cross(c, k, &wr, j->lo, j->hi, 0);
         return;
@@ -266,7 +266,7 @@ void oc_flat_job(size_t job, int worker, void *p) {
     const oc_search_ctx *c = p;
     const octree *t = c->t;
     tree_worker *k = &t->workers.at[worker];
-    pairs_writer wr = pairs_writer_begin(&c->w->pairs, worker);
+    pairs_writer wr = pairs_writer_begin(c->w->pairs, worker);
     const uint32_t *sid = t->slots.sid[t->slots.cur];
     uint32_t end = t->fl_job[job + 1];
     for (uint32_t i = t->fl_job[job]; i < end; i++) {

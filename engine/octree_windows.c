@@ -42,7 +42,7 @@ enum {
 };
 
 typedef struct window_ctx {
-    broadphase_world *w;
+    const method_world *w;
     octree *t;
     uint32_t top[2], begin[2], end[2]; /* the windows' top nodes and slots [begin, end) */
     bool tighten[2];                   /* whether the window's leaves are tightened */
@@ -145,7 +145,7 @@ static int due_to_tighten(const octree *t, uint32_t a, uint32_t b, uint32_t step
  * node's objects that stay, then its arrivals (their order within a node is not the full
  * relayout's, which copies the stayers in slot order). The window due to be tightened is, here
  * unless it is `ahead` (tightened at the step before, its marks kept by this step's refit). */
-static void lay_out_windows(broadphase_world *w, octree *t, uint32_t a, uint32_t b,
+static void lay_out_windows(const method_world *w, octree *t, uint32_t a, uint32_t b,
                             uint32_t ahead) {
     bool tighten[2] = {false, false};
     int due = due_to_tighten(t, a, b, t->window_steps);
@@ -231,7 +231,7 @@ static void tighten_ahead_chunk(size_t chunk, int worker, void *p) {
  * turn's frame does not carry the tightening too: at moving2d 1e5 it was 0.1-0.2 ms of the 2D
  * pair's 0.5 (NOTES row 294). Nothing is laid out between: this is the step's last
  * change to the tree, and the next refit ends the marks' life, whatever it decides. */
-static void tighten_ahead(broadphase_world *w, octree *t, uint32_t a, uint32_t b) {
+static void tighten_ahead(const method_world *w, octree *t, uint32_t a, uint32_t b) {
     int due = due_to_tighten(t, a, b, t->window_steps + 1);
     if (due < 0) return;
     ahead_ctx c = {.t = t, .top = due ? b : a, .other = due ? a : b};
@@ -247,7 +247,7 @@ static void tighten_ahead(broadphase_world *w, octree *t, uint32_t a, uint32_t b
     t->ahead_end = (uint32_t)c.end;
 }
 
-bool oc_window_turn(broadphase_world *w, octree *t, uint32_t ahead) {
+bool oc_window_turn(const method_world *w, octree *t, uint32_t ahead) {
     t->window_clock++;
     if (++t->window_steps % LIGHT_ROUND == 0) return false;
     uint32_t list[WINDOWS_MOST];

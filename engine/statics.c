@@ -39,6 +39,7 @@ bool statics_active(const broadphase_world *w) {
 
 typedef struct query_ctx {
     broadphase_world *w;
+    const method_world *view; /* the world as tree_emit sees it */
     const field *f;
     const uint8_t *mask; /* by id: the field's entries still in it; NULL: all */
     tree_workers *ws;
@@ -70,7 +71,7 @@ static void emit(const query_ctx *c, tree_worker *k, pairs_writer *wr, uint32_t 
         }
         h = kept;
     }
-    tree_emit(c->w, k, wr, qid, ids, h);
+    tree_emit(c->view, k, wr, qid, ids, h);
 }
 
 typedef struct one_query {
@@ -405,6 +406,7 @@ static void field_search(broadphase_world *w, tree_workers *ws, const tree_slots
                          statics_field *f, const uint8_t *mask) {
     if (f->pyramid.levels == 0 || slots->count == 0) return;
     query_ctx c = {.w = w,
+                   .view = world_method_view(w),
                    .f = &f->pyramid,
                    .mask = mask,
                    .ws = ws,

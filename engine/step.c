@@ -41,7 +41,7 @@ static broadphase_status update_structures(broadphase_world *w, double *update_m
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
     /* 2. The method's update: rebuild or refit, no pairs. */
     double t0 = clock_now_ms();
-    broadphase_status s = m->update(w, &w->method_state);
+    broadphase_status s = m->update(world_method_view(w), &w->method_state);
     *update_ms = clock_now_ms() - t0;
     return s;
 }
@@ -56,7 +56,7 @@ static broadphase_status run_phases(broadphase_world *w, bool current) {
     /* 3. The search: the method's jobs, then the fields, into sorted pairs. */
     double t1 = clock_now_ms(), t2 = t1;
     method_search plan;
-    s = m->plan_search(w, w->method_state, &plan);
+    s = m->plan_search(world_method_view(w), w->method_state, &plan);
     if (s == BROADPHASE_OK) s = find_pairs(w, &plan, &t2);
     if (s != BROADPHASE_OK) return s;
     /* 4. The carry-over: pairs of resting objects kept from the last step (rest.h). */

@@ -1,7 +1,6 @@
 /* The object store: the columns by id (box records, sphere centres and radii, stamps, change
  * epochs, kinds) in one block, grown geometrically with sentinels in the free ids; the filter
- * and static columns, made on first use; and the exact filter that every pair and query passes
- * through after the box test. */
+ * and static columns, made on first use. The exact filter is store_exact.c. */
 #include "world.h"
 
 #include "overlap.h"
@@ -79,86 +78,6 @@ bool store_reserve(broadphase_world *w, size_t need) {
     w->store.column_block = block;
     w->store.capacity = cap;
     return true;
-}
-
-void store_sphere_columns(const broadphase_world *w, simd_spheres *out) {
-    for (int k = 0; k < 3; k++) out->c[k] = w->store.center[k];
-    out->r = w->store.radius;
-}
-
-/* A sphere against candidate boxes: the boxes are gathered from their records into small
- * columns, a batch at a time, for the SIMD kernel. */
-enum { EXACT_BATCH = 64 };
-
-static size_t sphere_vs_boxes(const broadphase_world *w, const float qc[3], float qr,
-                              const uint32_t *ids, size_t count, uint32_t *out) {
-    static const uint32_t positions[EXACT_BATCH] = {
-        0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-        22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
-        44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
-    float lo[3][EXACT_BATCH + SIMD_PAD], hi[3][EXACT_BATCH + SIMD_PAD];
-    uint32_t hit[EXACT_BATCH];
-    simd_boxes cols = {{lo[0], lo[1], lo[2]}, {hi[0], hi[1], hi[2]}};
-    size_t kept = 0;
-    for (size_t at = 0; at < count; at += EXACT_BATCH) {
-        size_t n = count - at < EXACT_BATCH ? count - at : EXACT_BATCH;
-        for (size_t i = 0; i < n; i++) {
-            const world_box *b = &w->store.box[ids[at + i]];
-            for (int k = 0; k < 3; k++) {
-                lo[k][i] = b->lo[k];
-                hi[k][i] = b->hi[k];
-            }
-        }
-        size_t h = simd_sphere_vs_boxes(qc, qr, &cols, positions, n, w->config.dimensions, hit);
-        for (size_t i = 0; i < h; i++) out[kept++] = ids[at + hit[i]];
-    }
-    return kept;
-}
-
-/* Of the candidates, those the collision filters let pair with `id`, into out (may alias). */
-static size_t filter_candidates(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
-                                size_t count, uint32_t *out) {
-    const uint32_t *cat = w->store.filter_category, *mask = w->store.filter_mask,
-                   *group = w->store.filter_group;
-    uint32_t ca = cat[id], ma = mask[id], ga = group[id];
-    size_t kept = 0;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t c = candidates[i];
-        out[kept] = c;
-        kept += (ca & mask[c]) != 0 && (cat[c] & ma) != 0 && (ga == 0 || group[c] != ga);
-    }
-    return kept;
-}
-
-size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
-                          size_t count, uint32_t *out, uint32_t *scratch) {
-    if (w->store.filter_category) {
-        count = filter_candidates(w, id, candidates, count, out);
-        candidates = out;
-    }
-    if (w->store.sphere_count == 0) {
-        if (out != candidates) memmove(out, candidates, count * sizeof(uint32_t));
-        return count;
-    }
-    int dims = w->config.dimensions;
-    size_t boxes = 0, spheres = 0;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t c = candidates[i];
-        if (w->store.kind[c] == OBJECT_SPHERE)
-            scratch[spheres++] = c;
-        else
-            out[boxes++] = c;
-    }
-    simd_spheres sc;
-    store_sphere_columns(w, &sc);
-    if (w->store.kind[id] == OBJECT_BOX) {
-        const world_box *q = &w->store.box[id];
-        return boxes + simd_box_vs_spheres(q->lo, q->hi, &sc, scratch, spheres, dims, out + boxes);
-    }
-    float qc[3] = {w->store.center[0][id], w->store.center[1][id], w->store.center[2][id]};
-    float qr = w->store.radius[id];
-    boxes = sphere_vs_boxes(w, qc, qr, out, boxes, out);
-    return boxes + simd_sphere_vs_spheres(qc, qr, &sc, scratch, spheres, dims, out + boxes);
 }
 
 const broadphase_filter store_default_filter = {1u, 0xFFFFFFFFu, 0u};

@@ -57,3 +57,16 @@ typedef struct store {
     uint8_t *is_static;
     size_t static_capacity, static_count;
 } store;
+
+/* ---- the exact test (store_exact.c) ---- */
+
+/* The sphere columns as the SIMD kernels see them. */
+struct simd_spheres;
+void store_sphere_columns(const store *s, struct simd_spheres *out);
+
+/* The exact test after the box test: of the candidate ids (whose bounding boxes overlap object
+ * `id`'s), keeps in `out` (may alias) those that the collision filters let pair with it and
+ * whose shapes really overlap it; returns how many. All pass at once when the world holds no
+ * spheres and has no filters. `scratch` has room for `count` ids. */
+size_t store_exact_filter(const store *s, int dims, uint32_t id, const uint32_t *candidates,
+                          size_t count, uint32_t *out, uint32_t *scratch);

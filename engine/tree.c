@@ -3,7 +3,7 @@
 #include "tree.h"
 
 #include "parallel.h"
-#include "world.h"
+#include "method.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ static size_t slot_block_bytes(size_t capacity) {
     return slot_stride(capacity) * (6 * sizeof(float) + sizeof(uint32_t));
 }
 
-bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
+bool tree_slots_reserve(const method_world *w, tree_slots *t, size_t need) {
     if (need <= t->capacity && t->block[0]) return true;
     /* An eighth to spare: objects added after a build wait in the spare slots until the next
      * relayout, and without room for them the first add after a build would force a build at
@@ -32,9 +32,9 @@ bool tree_slots_reserve(broadphase_world *w, tree_slots *t, size_t need) {
     size_t stride = slot_stride(cap);
     void *blocks[2];
     for (int b = 0; b < 2; b++) {
-        blocks[b] = heap_alloc(&w->heap, slot_block_bytes(cap));
+        blocks[b] = heap_alloc(w->heap, slot_block_bytes(cap));
         if (!blocks[b]) {
-            if (b) heap_free(&w->heap, blocks[0], slot_block_bytes(cap));
+            if (b) heap_free(w->heap, blocks[0], slot_block_bytes(cap));
             return false;
         }
     }
@@ -73,7 +73,7 @@ static void fill_range(size_t begin, size_t end, int worker, void *p) {
     }
 }
 
-void tree_slots_ready(broadphase_world *w, tree_slots *t, int b, size_t written) {
+void tree_slots_ready(const method_world *w, tree_slots *t, int b, size_t written) {
     if (t->filled[b]) return;
     size_t stride = slot_stride(t->capacity);
     if (written < t->warm[b]) written = t->warm[b];
@@ -88,11 +88,11 @@ static void touch_range(size_t begin, size_t end, int worker, void *p) {
     memset((char *)p + begin, 0, end - begin);
 }
 
-void tree_touch(broadphase_world *w, void *p, size_t bytes) {
+void tree_touch(const method_world *w, void *p, size_t bytes) {
     if (p && bytes) threads_for_ranges(w->workers, bytes, (size_t)1 << 20, touch_range, p);
 }
 
-void tree_slots_warm(broadphase_world *w, tree_slots *t, int b, size_t slots) {
+void tree_slots_warm(const method_world *w, tree_slots *t, int b, size_t slots) {
     if (t->filled[b]) return;
     size_t stride = slot_stride(t->capacity), from = t->warm[b];
     size_t to = stride - from > slots ? from + slots : stride;
@@ -108,7 +108,7 @@ void tree_slots_warm(broadphase_world *w, tree_slots *t, int b, size_t slots) {
  * 1e5 0.94-0.99 -> 0.63-0.67, 3e5 2.7-2.8 -> 2.0-2.1; but 1e6 7.8-7.9 -> 8.3-8.5: its 28 MB of
  * slots do not stay in caches anyway, and the measure and the relayout read them again soon
  * after, from memory. Hence the limit of 2^19 slots. */
-bool tree_slots_stream(const broadphase_world *w, const tree_slots *s) {
+bool tree_slots_stream(const method_world *w, const tree_slots *s) {
     return w->workers > 1 && s->count <= (size_t)1 << 19;
 }
 
@@ -127,9 +127,9 @@ void *tree_slots_scratch(tree_slots *t, int b, size_t *bytes) {
     return t->block[b];
 }
 
-void tree_slots_release(broadphase_world *w, tree_slots *t) {
+void tree_slots_release(const method_world *w, tree_slots *t) {
     for (int b = 0; b < 2; b++)
-        if (t->block[b]) heap_free(&w->heap, t->block[b], slot_block_bytes(t->capacity));
+        if (t->block[b]) heap_free(w->heap, t->block[b], slot_block_bytes(t->capacity));
     memset(t, 0, sizeof *t);
 }
 
@@ -185,10 +185,10 @@ bool tree_worker_reserve(tree_worker *k, size_t list_need, size_t hit_need, bool
     return true;
 }
 
-bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
+bool tree_workers_ready(const method_world *w, tree_workers *ws) {
     if (ws->count < w->workers) {
         size_t old = (size_t)ws->count, cap = old;
-        if (!heap_grow(&w->heap, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker),
+        if (!heap_grow(w->heap, (void **)&ws->at, &cap, (size_t)w->workers, sizeof(tree_worker),
                        old))
             return false;
         memset(ws->at + old, 0, (cap - old) * sizeof(tree_worker));
@@ -199,34 +199,34 @@ bool tree_workers_ready(broadphase_world *w, tree_workers *ws) {
         if (ws->at[i].list_capacity > list_need) list_need = ws->at[i].list_capacity;
         if (ws->at[i].hit_capacity > hit_need) hit_need = ws->at[i].hit_capacity;
     }
-    for (int i = 0; i < ws->count; i++) ws->at[i].heap = &w->heap;
+    for (int i = 0; i < ws->count; i++) ws->at[i].heap = w->heap;
     for (int i = 0; i < w->workers; i++)
         if (!tree_worker_reserve(&ws->at[i], list_need, hit_need, true)) return false;
     return true;
 }
 
-void tree_workers_release(broadphase_world *w, tree_workers *ws) {
+void tree_workers_release(const method_world *w, tree_workers *ws) {
     for (int i = 0; i < ws->count; i++) {
-        heap_free(&w->heap, ws->at[i].lmin[0], list_bytes(ws->at[i].list_capacity));
-        heap_free(&w->heap, ws->at[i].hits, hit_bytes(ws->at[i].hit_capacity));
+        heap_free(w->heap, ws->at[i].lmin[0], list_bytes(ws->at[i].list_capacity));
+        heap_free(w->heap, ws->at[i].hits, hit_bytes(ws->at[i].hit_capacity));
     }
-    heap_free(&w->heap, ws->at, (size_t)ws->count * sizeof(tree_worker));
+    heap_free(w->heap, ws->at, (size_t)ws->count * sizeof(tree_worker));
     ws->at = NULL;
     ws->count = 0;
 }
 
-void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
+void tree_emit(const method_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
                const uint32_t *pos_to_id, size_t h) {
     if (h == 0) return;
     for (size_t j = 0; j < h; j++) k->ids[j] = pos_to_id[k->hits[j]];
-    h = store_exact_filter(w, qid, k->ids, h, k->ids, k->scratch);
+    h = store_exact_filter(w->store, w->config->dimensions, qid, k->ids, h, k->ids, k->scratch);
     pairs_writer_push_row(wr, qid, k->ids, h);
 }
 
-void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+void tree_emit_pairs(const method_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h) {
     if (h == 0) return;
-    if (w->store.sphere_count == 0 && !w->store.filter_category) {
+    if (w->store->sphere_count == 0 && !w->store->filter_category) {
         pairs_writer_push_hits(wr, row_id, k->rows, col_id, k->hits, h);
         return;
     }
@@ -235,12 +235,12 @@ void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr
         size_t m = 0;
         for (; j < h && k->rows[j] == r; j++) k->ids[m++] = col_id[k->hits[j]];
         uint32_t qid = row_id[r];
-        m = store_exact_filter(w, qid, k->ids, m, k->ids, k->scratch);
+        m = store_exact_filter(w->store, w->config->dimensions, qid, k->ids, m, k->ids, k->scratch);
         pairs_writer_push_row(wr, qid, k->ids, m);
     }
 }
 
-void tree_test_within(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+void tree_test_within(const method_world *w, tree_worker *k, pairs_writer *wr,
                       const simd_boxes *boxes, const uint32_t *id, size_t lo, size_t hi, int dims) {
     size_t cap = k->hit_capacity + SIMD_PAD;
     for (size_t r = lo; r < hi;) {
@@ -249,10 +249,9 @@ void tree_test_within(const broadphase_world *w, tree_worker *k, pairs_writer *w
     }
 }
 
-void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
-                     const simd_boxes *a, const uint32_t *a_id, size_t a_lo, size_t a_hi,
-                     const simd_boxes *b, const uint32_t *b_id, size_t b_lo, size_t b_hi,
-                     int dims) {
+void tree_test_cross(const method_world *w, tree_worker *k, pairs_writer *wr, const simd_boxes *a,
+                     const uint32_t *a_id, size_t a_lo, size_t a_hi, const simd_boxes *b,
+                     const uint32_t *b_id, size_t b_lo, size_t b_hi, int dims) {
     if (a_hi <= a_lo || b_hi <= b_lo) return;
     size_t na = a_hi - a_lo, nb = b_hi - b_lo;
     if (na * ((nb + 7) / 8) > nb * ((na + 7) / 8)) {
@@ -267,19 +266,19 @@ void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr
     }
 }
 
-bool tree_idle(const broadphase_world *w, bool built_empty) {
-    return built_empty && world_tree_count(w) == 0 && w->added_count == 0 && !w->trees_stale;
+bool tree_idle(const method_world *w, bool built_empty) {
+    return built_empty && w->member_count == 0 && w->added_count == 0 && !w->stale;
 }
 
-bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, size_t capacity,
+bool tree_should_rebuild(const method_world *w, bool built, size_t count, size_t capacity,
                          uint64_t cost, uint64_t base_cost) {
-    broadphase_update_policy policy = w->config.update;
-    if (!built || count == 0 || w->trees_stale || policy == BROADPHASE_UPDATE_REBUILD ||
+    broadphase_update_policy policy = w->config->update;
+    if (!built || count == 0 || w->stale || policy == BROADPHASE_UPDATE_REBUILD ||
         count + w->added_count > capacity)
         return true;
     if (policy != BROADPHASE_UPDATE_AUTO) return false;
     double n = (double)count, now = (double)cost / n, base = (double)base_cost / n;
-    return now > (double)w->config.rebuild_threshold * (base > 1.0 ? base : 1.0) ||
+    return now > (double)w->config->rebuild_threshold * (base > 1.0 ? base : 1.0) ||
            w->added_count > count / 4;
 }
 
@@ -292,16 +291,16 @@ bool tree_workers_failed(tree_workers *ws) {
     return failed;
 }
 
-bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity) {
+bool tree_node_of_reserve(const method_world *w, uint32_t **node_of, size_t *capacity) {
     size_t old = *capacity;
-    if (!heap_grow(&w->heap, (void **)node_of, capacity, w->store.id_end, sizeof(uint32_t), old))
+    if (!heap_grow(w->heap, (void **)node_of, capacity, w->store->id_end, sizeof(uint32_t), old))
         return false;
     for (size_t i = old; i < *capacity; i++) (*node_of)[i] = WORLD_NONE;
     return true;
 }
 
 typedef struct forget_ctx {
-    const broadphase_world *w;
+    const method_world *w;
     uint32_t *node_of;
 } forget_ctx;
 
@@ -309,12 +308,12 @@ static void forget_range(size_t begin, size_t end, int worker, void *p) {
     (void)worker;
     const forget_ctx *c = p;
     for (size_t i = begin; i < end; i++)
-        if (!world_tree_member(c->w, i)) c->node_of[i] = WORLD_NONE;
+        if (!method_member(c->w, i)) c->node_of[i] = WORLD_NONE;
 }
 
-void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of) {
+void tree_forget_free_ids(const method_world *w, uint32_t *node_of) {
     forget_ctx c = {w, node_of};
-    threads_for_ranges(w->workers, w->store.id_end, 16384, forget_range, &c);
+    threads_for_ranges(w->workers, w->store->id_end, 16384, forget_range, &c);
 }
 
 void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
@@ -345,10 +344,9 @@ void tree_copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint
     for (size_t i = 0; i < len; i++) slot_node[dst + i] = n;
 }
 
-void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *dest,
-                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves,
-                    unsigned src_shift, uint32_t n, uint32_t begin, uint32_t end, uint32_t dst,
-                    size_t first, size_t last) {
+void tree_copy_node(const method_world *w, tree_slots *t, const uint32_t *dest, uint32_t *slot_node,
+                    uint32_t *node_of, const uint64_t *moves, unsigned src_shift, uint32_t n,
+                    uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last) {
     int from = t->cur, to = 1 - t->cur;
     /* The slots that stay come in long runs (few objects leave a node in one step): each run
      * is copied whole; between runs, removed objects lose their node. */
@@ -369,8 +367,8 @@ void tree_copy_node(const broadphase_world *w, tree_slots *t, const uint32_t *de
         uint32_t s = src & ~TREE_ADDED;
         uint32_t id = added ? w->added[s] : t->sid[from][s];
         for (int k = 0; k < 3; k++) {
-            t->smin[to][k][dst] = added ? w->store.box[id].lo[k] : t->smin[from][k][s];
-            t->smax[to][k][dst] = added ? w->store.box[id].hi[k] : t->smax[from][k][s];
+            t->smin[to][k][dst] = added ? w->store->box[id].lo[k] : t->smin[from][k][s];
+            t->smax[to][k][dst] = added ? w->store->box[id].hi[k] : t->smax[from][k][s];
         }
         slot_node[dst] = n;
         t->sid[to][dst++] = id;

@@ -9,14 +9,12 @@
 #include "broadphase.h"
 #include "overlap.h"
 #include "pairs.h"
-#include "world.h"
+#include "method.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-typedef struct broadphase_world broadphase_world;
 
 /* Objects in tree order: two buffers, so that a refit can lay them out anew. Every column is
  * padded with sentinels (min = +inf, max = -inf) past its capacity for the SIMD kernels. */
@@ -33,14 +31,14 @@ typedef struct tree_slots {
 
 /* Room for `need` objects in both buffers; contents are not kept, and neither buffer is ready.
  * False on out of memory. */
-bool tree_slots_reserve(broadphase_world *w, tree_slots *s, size_t need);
+bool tree_slots_reserve(const method_world *w, tree_slots *s, size_t need);
 /* Before buffer b is first written after a reserve: every slot past the first `written` (which
  * the caller is about to write) takes the sentinels, in parallel; nothing once it is ready. A
  * fresh buffer is touched here, page by page, for the first time: a build readies only the
  * buffer it writes, and the other waits for the first relayout (moving 1e6: 32 MB that the
  * first frame no longer writes; perf/NOTES.md); the kd-tree's build touches the other as its
  * scratch (tree_slots_scratch). */
-void tree_slots_ready(broadphase_world *w, tree_slots *s, int b, size_t written);
+void tree_slots_ready(const method_world *w, tree_slots *s, int b, size_t written);
 /* Buffer b's block as scratch for a build, until the slots are written: what it held is given up
  * (the buffer is neither ready nor warm after). Its size in bytes into *bytes. */
 void *tree_slots_scratch(tree_slots *s, int b, size_t *bytes);
@@ -48,11 +46,11 @@ void *tree_slots_scratch(tree_slots *s, int b, size_t *bytes);
  * last call stopped, so that a fresh buffer's pages are first touched a slice a step rather
  * than all in the step that first lays the slots out (moving 1e6: 110 ms in one step, against
  * 40 a slice spread over 17 steps on this VM; NOTES row 177). Ready once all are. */
-void tree_slots_warm(broadphase_world *w, tree_slots *s, int b, size_t slots);
+void tree_slots_warm(const method_world *w, tree_slots *s, int b, size_t slots);
 /* Zeroes [p, p + bytes) on the workers: a build's first touch of the arrays the first refit
  * writes, so that the step after the build does not meet it (the kd-tree at 1e6: 12-17 ms of
  * that step, where the VM had to find the pages; NOTES row 222). */
-void tree_touch(broadphase_world *w, void *p, size_t bytes);
+void tree_touch(const method_world *w, void *p, size_t bytes);
 
 /* A refit's new values for up to TREE_SLOT_BLOCK consecutive slots, when it streams them:
  * gathered object by object (tree_refit_read), then streamed column by column
@@ -63,7 +61,7 @@ typedef struct tree_slot_block {
 } tree_slot_block;
 
 /* Whether a refit should stream its slot writes past the caches (see tree.c). */
-bool tree_slots_stream(const broadphase_world *w, const tree_slots *s);
+bool tree_slots_stream(const method_world *w, const tree_slots *s);
 
 /* A refit's read of slot s of buffer b, in its pass over slots up to `end`: the object's new
  * bounds from the world into mn and mx, and into the slot, or into the block (whose first slot
@@ -72,12 +70,12 @@ bool tree_slots_stream(const broadphase_world *w, const tree_slots *s);
  * read (stores spread among the reads overlap with them: gathered and written in bursts they
  * cost moving 1e6 on one thread 2 ms more). Free ids hold the world's sentinels (lo = +inf),
  * so a removed object shows as mn[0] == +inf, and its slot takes them. */
-static inline void tree_refit_read(const broadphase_world *w, tree_slots *sl, int b,
+static inline void tree_refit_read(const method_world *w, tree_slots *sl, int b,
                                    tree_slot_block *blk, size_t s0, size_t s, size_t end,
                                    bool stream, float mn[3], float mx[3]) {
     uint32_t ahead = sl->sid[b][s + TREE_REFIT_AHEAD < end ? s + TREE_REFIT_AHEAD : s];
-    __builtin_prefetch(&w->store.box[ahead]);
-    const world_box *box = &w->store.box[sl->sid[b][s]];
+    __builtin_prefetch(&w->store->box[ahead]);
+    const world_box *box = &w->store->box[sl->sid[b][s]];
     for (int k = 0; k < 3; k++) {
         mn[k] = box->lo[k];
         mx[k] = box->hi[k];
@@ -94,7 +92,7 @@ static inline void tree_refit_read(const broadphase_world *w, tree_slots *sl, in
  * before another thread reads them. */
 void tree_slots_stream_block(tree_slots *s, int b, size_t s0, size_t count,
                              const tree_slot_block *blk);
-void tree_slots_release(broadphase_world *w, tree_slots *s);
+void tree_slots_release(const method_world *w, tree_slots *s);
 /* The current buffer as the SIMD kernels see it. */
 static inline simd_boxes tree_slots_boxes(const tree_slots *s) {
     simd_boxes b;
@@ -153,32 +151,32 @@ typedef struct tree_workers {
 /* Before a search: one worker per thread, each with the room the hungriest one needed so far
  * (which worker runs which job changes from step to step, and a steady-state step must not
  * allocate). False on out of memory. */
-bool tree_workers_ready(broadphase_world *w, tree_workers *ws);
-void tree_workers_release(broadphase_world *w, tree_workers *ws);
+bool tree_workers_ready(const method_world *w, tree_workers *ws);
+void tree_workers_release(const method_world *w, tree_workers *ws);
 
 /* Emits the pairs between object qid and the candidates at hit positions k->hits[0..h) (mapped
  * to ids by pos_to_id), after the exact test. */
-void tree_emit(const broadphase_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
+void tree_emit(const method_world *w, tree_worker *k, pairs_writer *wr, uint32_t qid,
                const uint32_t *pos_to_id, size_t h);
 /* Emits the pairs a pair kernel found: (row_id[rows[j]], col_id[hits[j]]), grouped by row. */
-void tree_emit_pairs(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+void tree_emit_pairs(const method_world *w, tree_worker *k, pairs_writer *wr,
                      const uint32_t *row_id, const uint32_t *col_id, size_t h);
 
 /* Every overlapping pair among entries [lo, hi) of `boxes` (ids by position in `id`), through
  * the exact filter. */
-void tree_test_within(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
+void tree_test_within(const method_world *w, tree_worker *k, pairs_writer *wr,
                       const simd_boxes *boxes, const uint32_t *id, size_t lo, size_t hi, int dims);
 /* Every overlapping pair between entries [a_lo, a_hi) of `a` and [b_lo, b_hi) of `b`; the side
  * that needs fewer 8-wide chunks per row is walked as the columns. */
-void tree_test_cross(const broadphase_world *w, tree_worker *k, pairs_writer *wr,
-                     const simd_boxes *a, const uint32_t *a_id, size_t a_lo, size_t a_hi,
-                     const simd_boxes *b, const uint32_t *b_id, size_t b_lo, size_t b_hi, int dims);
+void tree_test_cross(const method_world *w, tree_worker *k, pairs_writer *wr, const simd_boxes *a,
+                     const uint32_t *a_id, size_t a_lo, size_t a_hi, const simd_boxes *b,
+                     const uint32_t *b_id, size_t b_lo, size_t b_hi, int dims);
 
 /* True when a tree method's update has nothing to do: its last update built an empty tree
  * (`built_empty`), and still no object is to join it (every object rests or is static, and none
  * changed). A build would make the same empty tree after passes over every id. The step then
  * counts as a refit (of nothing). */
-bool tree_idle(const broadphase_world *w, bool built_empty);
+bool tree_idle(const method_world *w, bool built_empty);
 
 /* The update policy, one for both trees: whether the update should build the tree anew rather
  * than refit it. Always for REBUILD, for a tree never built (or empty, or made stale by a flag
@@ -186,7 +184,7 @@ bool tree_idle(const broadphase_world *w, bool built_empty);
  * figure (expected box tests per object, `cost` / `count`, only growing while refits pile
  * objects into fewer nodes) passes config.rebuild_threshold times its value after the last
  * build (`base_cost`), or when more than a quarter as many objects as it holds were added. */
-bool tree_should_rebuild(const broadphase_world *w, bool built, size_t count, size_t capacity,
+bool tree_should_rebuild(const method_world *w, bool built, size_t count, size_t capacity,
                          uint64_t cost, uint64_t base_cost);
 
 /* The tree's cost figure per object (broadphase_stats.quality). */
@@ -222,9 +220,9 @@ bool tree_workers_failed(tree_workers *ws);
 
 /* node_of (by id: the node holding it, WORLD_NONE when not in the tree) covering every id handed
  * out so far; new ids read as absent. False on out of memory. */
-bool tree_node_of_reserve(broadphase_world *w, uint32_t **node_of, size_t *capacity);
+bool tree_node_of_reserve(const method_world *w, uint32_t **node_of, size_t *capacity);
 /* Removed ids read as absent (after a rebuild marks the live ones). */
-void tree_forget_free_ids(broadphase_world *w, uint32_t *node_of);
+void tree_forget_free_ids(const method_world *w, uint32_t *node_of);
 /* The slots in [begin, end) whose dest differs from slot_node, as moves, in slot order. */
 void tree_collect_moves(const uint32_t *dest, const uint32_t *slot_node, size_t begin, size_t end,
                         uint64_t *out);
@@ -244,10 +242,9 @@ void tree_copy_run(tree_slots *t, int from, int to, uint32_t s, uint32_t e, uint
  * [begin, end) that stay (dest == n), then its arrivals moves[first, last), whose sources are
  * bits [src_shift, src_shift + 32) of each move; updates slot_node and node_of, and marks removed
  * objects absent. */
-void tree_copy_node(const broadphase_world *w, tree_slots *s, const uint32_t *dest,
-                    uint32_t *slot_node, uint32_t *node_of, const uint64_t *moves,
-                    unsigned src_shift, uint32_t n, uint32_t begin, uint32_t end, uint32_t dst,
-                    size_t first, size_t last);
+void tree_copy_node(const method_world *w, tree_slots *s, const uint32_t *dest, uint32_t *slot_node,
+                    uint32_t *node_of, const uint64_t *moves, unsigned src_shift, uint32_t n,
+                    uint32_t begin, uint32_t end, uint32_t dst, size_t first, size_t last);
 
 /* The first position in [lo, hi) of sorted column `key` whose value is above x (or at least x
  * when `inclusive` is false). Branch-free: the keys are data, so a branch mispredicts half the

@@ -77,7 +77,9 @@ broadphase_status broadphase_create(const broadphase_config *config, broadphase_
 
 void broadphase_destroy(broadphase_world *w) {
     if (!w) return;
-    if (w->method) w->method->destroy(w, w->method_state);
+    if (w->method) {
+        w->method->destroy(world_method_view(w), w->method_state);
+    }
     pairs_release(&w->pairs, &w->heap);
     events_release(&w->events, &w->heap);
     neighbours_release(&w->neighbours, &w->heap);

@@ -5,6 +5,7 @@
 
 #include "broadphase.h"
 #include "events.h"
+#include "method.h"
 #include "neighbourhoods.h"
 #include "neighbours.h"
 #include "heap.h"
@@ -66,6 +67,7 @@ struct broadphase_world {
     neighbourhoods_state neighbourhoods; /* the nearest within a distance, made on demand */
     threads_scratch scratch;             /* per-worker working memory of the methods */
     const struct method_table *method;   /* config.method's table (method.h) */
+    method_world view;                   /* what the method sees: world_method_view */
     void *method_state;
 
     broadphase_stats stats;
@@ -96,6 +98,29 @@ static inline heap *world_heap(const broadphase_world *w) {
     return (heap *)&w->heap;
 }
 
+/* What a call into the method sees of the world (method.h): w->view, brought up to date. Its
+ * address is the world's for the world's life, so that a method's search context may keep it
+ * from the update to the search. */
+static inline const method_world *world_method_view(broadphase_world *w) {
+    w->view = (method_world){
+        .config = &w->config,
+        .store = &w->store,
+        .heap = &w->heap,
+        .workers = w->workers,
+        .scratch = &w->scratch,
+        .pairs = &w->pairs,
+        .stats = &w->stats,
+        .at_rest = w->rest.at_rest,
+        .member_count = world_tree_count(w),
+        .added = w->added,
+        .added_count = w->added_count,
+        .moved_count = w->moved_count,
+        .epoch = w->epoch,
+        .stale = w->trees_stale,
+    };
+    return &w->view;
+}
+
 /* ---- the object store (store.c) ---- */
 
 /* Makes room for ids below `need`; the new ids hold sentinels. False on out of memory. */
@@ -110,14 +135,3 @@ bool store_static_reserve(broadphase_world *w, size_t need);
 extern const broadphase_filter store_default_filter;
 /* Frees the store's columns. */
 void store_release(broadphase_world *w);
-
-/* The sphere columns as the SIMD kernels see them. */
-struct simd_spheres;
-void store_sphere_columns(const broadphase_world *w, struct simd_spheres *out);
-
-/* The exact test after the box test: of the candidate ids (whose bounding boxes overlap object
- * `id`'s), keeps in `out` (may alias) those that the collision filters let pair with it and
- * whose shapes really overlap it; returns how many. All pass at once when the world holds no
- * spheres and has no filters. `scratch` has room for `count` ids. */
-size_t store_exact_filter(const broadphase_world *w, uint32_t id, const uint32_t *candidates,
-                          size_t count, uint32_t *out, uint32_t *scratch);
