@@ -129,6 +129,52 @@ size_t simd_boxes_pairs_within_scalar(const simd_boxes *boxes, size_t begin, siz
     return simd_pairs_scan(boxes, begin, end, boxes, begin, end, 1, 2, rows, cols, capacity, next);
 }
 
+/* The sweep, one col at a time: the same rows, floors and stops as the wide kernel, so the same
+ * pairs in the same order. */
+static inline size_t simd_sweep_scan(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                                     int within, int dims, uint32_t *rows, uint32_t *cols,
+                                     size_t capacity, size_t *a_next) {
+    const float *bx = b->min[0];
+    size_t n = 0, r = a_begin, lo = b_begin;
+    for (; r < a_end; r++) {
+        size_t from = r + 1;
+        if (!within) {
+            float floor_x = simd_sweep_floor(a->min[0][r], reach);
+            /* Mostly a step or two per row: two branch-free steps, then the rare rest. */
+            lo += lo < b_end && bx[lo] < floor_x;
+            lo += lo < b_end && bx[lo] < floor_x;
+            while (lo < b_end && bx[lo] < floor_x) lo++;
+            from = lo;
+        }
+        if (from >= b_end) continue;
+        if (capacity - n < b_end - from + SIMD_PAD) break;
+        float top = a->max[0][r];
+        for (size_t j = from; j < b_end && bx[j] <= top; j++) {
+            int ok = 1;
+            for (int k = 0; k < dims; k++)
+                ok &= (a->min[k][r] <= b->max[k][j]) & (b->min[k][j] <= a->max[k][r]);
+            rows[n] = (uint32_t)r;
+            cols[n] = (uint32_t)j;
+            n += (size_t)ok;
+        }
+    }
+    *a_next = r;
+    return n;
+}
+
+size_t simd_boxes_sweep_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                                     int within, int dims, uint32_t *rows, uint32_t *cols,
+                                     size_t capacity, size_t *a_next) {
+    assert(dims == 2 || dims == 3);
+    if (dims == 3)
+        return simd_sweep_scan(a, a_begin, a_end, b, b_begin, b_end, reach, within, 3, rows, cols,
+                               capacity, a_next);
+    return simd_sweep_scan(a, a_begin, a_end, b, b_begin, b_end, reach, within, 2, rows, cols,
+                           capacity, a_next);
+}
+
 /* The wide kernel's definition, one entry at a time. */
 static inline size_t simd_cross_scan(const simd_boxes *a, size_t a_begin, size_t a_end,
                                      const float a_lo[3], const float a_hi[3], const simd_boxes *b,
@@ -425,6 +471,7 @@ static const simd_kernels simd_scalar_kernels = {"scalar",
                                                  simd_box_vs_spheres_scalar,
                                                  simd_boxes_vs_boxes_pairs_scalar,
                                                  simd_boxes_pairs_within_scalar,
+                                                 simd_boxes_sweep_pairs_scalar,
                                                  simd_ray_vs_boxes_scalar,
                                                  simd_point_vs_boxes_scalar,
                                                  simd_point_nearest_rank_scalar,
@@ -447,6 +494,7 @@ static const simd_kernels simd_avx2_kernels = {"avx2",
                                                simd_box_vs_spheres_avx2,
                                                simd_boxes_vs_boxes_pairs_avx2,
                                                simd_boxes_pairs_within_avx2,
+                                               simd_boxes_sweep_pairs_avx2,
                                                simd_ray_vs_boxes_avx2,
                                                simd_point_vs_boxes_avx2,
                                                simd_point_nearest_rank_avx2,
@@ -477,10 +525,11 @@ static int simd_cpu_runs_avx2(void) {
 static const simd_kernels simd_baseline_kernels = {
     "baseline", simd_box_vs_boxes_baseline, simd_sphere_vs_spheres_baseline,
     simd_sphere_vs_boxes_baseline, simd_box_vs_spheres_baseline, simd_boxes_vs_boxes_pairs_baseline,
-    simd_boxes_pairs_within_baseline, simd_ray_vs_boxes_baseline, simd_point_vs_boxes_baseline,
-    simd_point_nearest_rank_baseline, simd_boxes_select_baseline, simd_boxes_cross_pairs_baseline,
-    simd_blocks_vs_boxes_baseline, simd_boxes_bounds_baseline, simd_boxes_first_invalid_baseline,
-    simd_spheres_first_invalid_baseline, simd_stream_floats_baseline, simd_stream_fence_baseline,
+    simd_boxes_pairs_within_baseline, simd_boxes_sweep_pairs_baseline, simd_ray_vs_boxes_baseline,
+    simd_point_vs_boxes_baseline, simd_point_nearest_rank_baseline, simd_boxes_select_baseline,
+    simd_boxes_cross_pairs_baseline, simd_blocks_vs_boxes_baseline, simd_boxes_bounds_baseline,
+    simd_boxes_first_invalid_baseline, simd_spheres_first_invalid_baseline,
+    simd_stream_floats_baseline, simd_stream_fence_baseline,
     /* no wide variant: SIMDe's 64-bit lanes
        on SSE2 are emulated */
     simd_cell_keys_scalar, simd_point_nearest_runs_baseline};
@@ -551,6 +600,14 @@ size_t simd_boxes_vs_boxes_pairs(const simd_boxes *a, size_t a_begin, size_t a_e
                                  uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next) {
     return simd_active()->boxes_vs_boxes_pairs(a, a_begin, a_end, b, b_begin, b_end, dims, rows,
                                                cols, capacity, a_next);
+}
+
+size_t simd_boxes_sweep_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                              const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                              int within, int dims, uint32_t *rows, uint32_t *cols, size_t capacity,
+                              size_t *a_next) {
+    return simd_active()->boxes_sweep_pairs(a, a_begin, a_end, b, b_begin, b_end, reach, within,
+                                            dims, rows, cols, capacity, a_next);
 }
 
 size_t simd_boxes_pairs_within(const simd_boxes *boxes, size_t begin, size_t end, int dims,

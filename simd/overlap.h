@@ -47,6 +47,33 @@ size_t simd_boxes_vs_boxes_pairs_scalar(const simd_boxes *a, size_t a_begin, siz
                                         uint32_t *rows, uint32_t *cols, size_t capacity,
                                         size_t *a_next);
 
+/* Sort and sweep, many against many: a's rows [a_begin, a_end) and b's cols [b_begin, b_end),
+ * both sorted by min on x (axis 0). Every overlapping (row, col) (closed test as above), with
+ * col > row when `within` (a and b the same range); for each row only the cols from the first
+ * whose min x reaches the row's min x less `reach` (the longest extent on x of any col; row + 1
+ * when within) to the last whose min x is not above the row's max x are tested, 8 at a time.
+ * Pairs in order (rows ascending, cols ascending within a row), with the row rule of
+ * simd_boxes_vs_boxes_pairs: a row starts only while (b_end - its first col) + SIMD_PAD entries
+ * of rows and cols are free. *a_next gets the first row not done; returns the pairs written. */
+size_t simd_boxes_sweep_pairs(const simd_boxes *a, size_t a_begin, size_t a_end,
+                              const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                              int within, int dims, uint32_t *rows, uint32_t *cols, size_t capacity,
+                              size_t *a_next);
+size_t simd_boxes_sweep_pairs_scalar(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                     const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                                     int within, int dims, uint32_t *rows, uint32_t *cols,
+                                     size_t capacity, size_t *a_next);
+/* The least min x that a box of extent at most `reach` on x, overlapping one whose min x is x,
+ * can have, or a little less: x - reach computed in double, widened for the rounding of the
+ * extents (a millionth of reach) and for the float it is rounded to (2^-22 of itself, and a
+ * little more near zero), so that the float is below the true bound. Branch-free: both kernels
+ * start each row here. */
+static inline float simd_sweep_floor(float x, float reach) {
+    double v = (double)x - (double)reach * (1.0 + 1e-6);
+    v -= __builtin_fabs(v) * 0x1p-22 + 1e-37;
+    return (float)v;
+}
+
 /* Two small sets, as where two leaves of a tree meet: the entries of a in [a_begin, a_end) that
  * overlap b's bounds [b_lo, b_hi], against the entries of b in [b_begin, b_end) that overlap a's
  * bounds [a_lo, a_hi]; every overlapping (row in a, col in b) of those, rows ascending and cols

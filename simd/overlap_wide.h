@@ -29,6 +29,10 @@
     size_t simd_boxes_vs_boxes_pairs_##variant(                                                    \
         const simd_boxes *a, size_t a_begin, size_t a_end, const simd_boxes *b, size_t b_begin,    \
         size_t b_end, int dims, uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next);  \
+    size_t simd_boxes_sweep_pairs_##variant(const simd_boxes *a, size_t a_begin, size_t a_end,     \
+                                            const simd_boxes *b, size_t b_begin, size_t b_end,     \
+                                            float reach, int within, int dims, uint32_t *rows,     \
+                                            uint32_t *cols, size_t capacity, size_t *a_next);      \
     size_t simd_boxes_pairs_within_##variant(const simd_boxes *boxes, size_t begin, size_t end,    \
                                              int dims, uint32_t *rows, uint32_t *cols,             \
                                              size_t capacity, size_t *next);                       \
@@ -118,6 +122,10 @@ typedef struct simd_kernels {
                                    uint32_t *rows, uint32_t *cols, size_t capacity, size_t *a_next);
     size_t (*boxes_pairs_within)(const simd_boxes *boxes, size_t begin, size_t end, int dims,
                                  uint32_t *rows, uint32_t *cols, size_t capacity, size_t *next);
+    size_t (*boxes_sweep_pairs)(const simd_boxes *a, size_t a_begin, size_t a_end,
+                                const simd_boxes *b, size_t b_begin, size_t b_end, float reach,
+                                int within, int dims, uint32_t *rows, uint32_t *cols,
+                                size_t capacity, size_t *a_next);
     size_t (*ray_vs_boxes)(const simd_ray *ray, const simd_boxes *boxes, size_t begin, size_t end,
                            int dims, uint32_t *hits);
     size_t (*point_vs_boxes)(const float p[3], float limit, const simd_boxes *boxes, size_t begin,

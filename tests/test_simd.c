@@ -153,6 +153,7 @@ static const simd_kernels dispatch_kernels = {"dispatch",
                                               simd_box_vs_spheres,
                                               simd_boxes_vs_boxes_pairs,
                                               simd_boxes_pairs_within,
+                                              simd_boxes_sweep_pairs,
                                               simd_ray_vs_boxes,
                                               simd_point_vs_boxes,
                                               simd_point_nearest_rank,
@@ -799,6 +800,129 @@ TEST(boxes_pairs_random) {
         }
     }
     printf("boxes_pairs_random: %lld pairs, %lld calls stopped early for room\n", pairs_seen,
+           partial_calls);
+    CHECK(pairs_seen > 1000);
+    CHECK(partial_calls > 10);
+}
+
+/* Entries [begin, end) of a set sorted by min x (insertion sort: the sets are small). */
+static void sort_by_min_x(box_set *b, size_t begin, size_t end, int dims) {
+    for (size_t i = begin + 1; i < end; i++) {
+        float mn[3], mx[3];
+        box_get(b, i, dims, mn, mx);
+        size_t j = i;
+        for (; j > begin; j--) {
+            float pn[3], px[3];
+            box_get(b, j - 1, dims, pn, px);
+            if (pn[0] <= mn[0]) break;
+            box_set_put(b, j, pn, px, dims);
+        }
+        box_set_put(b, j, mn, mx, dims);
+    }
+}
+
+/* With `capacity` entries of room, call by call from a_begin: every variant gives the scalar
+ * twin's pairs and stopping row. Counts the calls that stopped early; false on a difference. */
+static bool v_scalar_sweep_matches(const box_set *a, const box_set *b, size_t a_begin, size_t a_end,
+                                   size_t b_begin, size_t b_end, float reach, int within, int dims,
+                                   size_t capacity, uint32_t *er, uint32_t *ec, uint32_t *rows,
+                                   uint32_t *cols, long long *partial_calls) {
+    const simd_kernels *scalar = variant(VARIANT_SCALAR);
+    for (int v = 0; v < VARIANT_COUNT; v++) {
+        const simd_kernels *k = variant(v);
+        if (!k || v == VARIANT_SCALAR) continue;
+        for (size_t r = a_begin, en = r; r < a_end; r = en) {
+            size_t next, got_next;
+            size_t n = scalar->boxes_sweep_pairs(&a->cols, r, a_end, &b->cols, b_begin, b_end,
+                                                 reach, within, dims, er, ec, capacity, &next);
+            size_t got = k->boxes_sweep_pairs(&a->cols, r, a_end, &b->cols, b_begin, b_end, reach,
+                                              within, dims, rows, cols, capacity, &got_next);
+            if (!same_ids(rows, got, er, n) || !same_ids(cols, got, ec, n) || got_next != next) {
+                CHECK(0);
+                fprintf(stderr, "  %s: from row %zu gave %zu pairs to row %zu, scalar %zu to %zu\n",
+                        variant_names[v], r, got, got_next, n, next);
+                return false;
+            }
+            if (next <= r) { /* the capacity always fits one row */
+                CHECK(0);
+                return false;
+            }
+            *partial_calls += next < a_end;
+            en = next;
+        }
+    }
+    return true;
+}
+
+/* The sweep kernel on sorted sets: with room for everything, exactly the pairs of the plain
+ * many-against-many kernel's contract (expect_pairs); with less room, the wide variants stop
+ * at the scalar twin's row with the scalar twin's pairs. */
+TEST(boxes_sweep_random) {
+    int failures_before = test_failures;
+    long long pairs_seen = 0, partial_calls = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        for (int dims = 2; dims <= 3; dims++) {
+            for (int within = 0; within <= 1; within++) {
+                uint64_t state = seed * 7919 + (uint64_t)dims * 2 + (uint64_t)within;
+                int style = (int)(seed % STYLE_COUNT);
+                size_t a_begin = rng_below(&state, 9), a_end = a_begin + rng_below(&state, 40);
+                size_t b_begin = within ? a_begin : rng_below(&state, 9);
+                size_t b_end = within ? a_end : b_begin + rng_below(&state, 60);
+                TEST_CONTEXT("seed %llu dims %d within %d a [%zu, %zu) b [%zu, %zu)",
+                             (unsigned long long)seed, dims, within, a_begin, a_end, b_begin,
+                             b_end);
+                box_set a, b;
+                box_set_init(&a, a_end + SIMD_PAD, dims);
+                fill_boxes(&a, a_end, &state, style, dims);
+                sort_by_min_x(&a, a_begin, a_end, dims);
+                const box_set *bp = &a;
+                if (!within) {
+                    box_set_init(&b, b_end + SIMD_PAD, dims);
+                    fill_boxes(&b, b_end, &state, style, dims);
+                    sort_by_min_x(&b, b_begin, b_end, dims);
+                    bp = &b;
+                }
+                float reach = 0.0f;
+                for (size_t i = b_begin; i < b_end; i++) {
+                    float mn[3], mx[3];
+                    box_get(bp, i, dims, mn, mx);
+                    reach = mx[0] - mn[0] > reach ? mx[0] - mn[0] : reach;
+                }
+                size_t all = (a_end - a_begin + 1) * (b_end - b_begin + SIMD_PAD + 1);
+                size_t width = b_end > b_begin ? b_end - b_begin : 0;
+                size_t tight = width + SIMD_PAD + rng_below(&state, 3) * rng_below(&state, 50);
+                uint32_t *er = ids_new(all), *ec = ids_new(all), *rows = ids_new(all),
+                         *cols = ids_new(all);
+                size_t next, got_next;
+                size_t n = expect_pairs(&a, a_begin, a_end, bp, b_begin, b_end, within, dims, er,
+                                        ec, all, &next);
+                for (int v = 0; v < VARIANT_COUNT; v++) {
+                    const simd_kernels *k = variant(v);
+                    if (!k) continue;
+                    size_t got =
+                        k->boxes_sweep_pairs(&a.cols, a_begin, a_end, &bp->cols, b_begin, b_end,
+                                             reach, within, dims, rows, cols, all, &got_next);
+                    if (!same_ids(rows, got, er, n) || !same_ids(cols, got, ec, n) ||
+                        got_next != a_end) {
+                        CHECK(0);
+                        fprintf(stderr, "  %s: %zu pairs to row %zu, expected %zu to row %zu\n",
+                                variant_names[v], got, got_next, n, a_end);
+                    }
+                }
+                if (v_scalar_sweep_matches(&a, bp, a_begin, a_end, b_begin, b_end, reach, within,
+                                           dims, tight, er, ec, rows, cols, &partial_calls))
+                    pairs_seen += (long long)n;
+                free(er);
+                free(ec);
+                free(rows);
+                free(cols);
+                box_set_free(&a);
+                if (!within) box_set_free(&b);
+                REQUIRE(test_failures == failures_before);
+            }
+        }
+    }
+    printf("boxes_sweep_random: %lld pairs, %lld calls stopped early for room\n", pairs_seen,
            partial_calls);
     CHECK(pairs_seen > 1000);
     CHECK(partial_calls > 10);

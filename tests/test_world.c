@@ -526,7 +526,7 @@ TEST(config_rejects_invalid) {
         {"dims 0", F_DIMS, 0},
         {"dims 1", F_DIMS, 1},
         {"dims 4", F_DIMS, 4},
-        {"method 3", F_METHOD, 3},
+        {"the first value past the list of methods", F_METHOD, BROADPHASE_METHOD_COUNT},
         {"method 99", F_METHOD, 99},
         {"update 3", F_UPDATE, 3},
         {"update 99", F_UPDATE, 99},

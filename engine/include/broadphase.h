@@ -72,11 +72,13 @@ BROADPHASE_API const char *broadphase_status_string(broadphase_status status);
  * the method's own files, engine/`name`.c and engine/`name`_*.c.
  * - kdtree: objects that straddle a split plane stay in its node (the default)
  * - octree: a loose octree, a quadtree when dimensions == 2
- * - brute_force: the oracle: every pair tested, with SIMD, in parallel */
+ * - brute_force: the oracle: every pair tested, with SIMD, in parallel
+ * - sweep: sort and sweep in the columns of a grid on the axes other than x, no tree */
 #define BROADPHASE_METHOD_LIST(X)                                                                  \
     X(BROADPHASE_METHOD_KDTREE, kdtree)                                                            \
     X(BROADPHASE_METHOD_OCTREE, octree)                                                            \
     X(BROADPHASE_METHOD_BRUTE_FORCE, brute_force)                                                  \
+    X(BROADPHASE_METHOD_SWEEP, sweep)                                                              \
     /* a new method: one line above this one */
 
 typedef enum broadphase_method {
