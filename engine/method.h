@@ -12,6 +12,8 @@
  * (tests/test_methods.c), every test that loops over the methods, the runner (--method `name`)
  * and the benchmarks (step/<scene>/`name`/...) then take it in from the list.
  * What a method must give is the table below; tests/test_methods.c says what it must do.
+ * What it may see of the world is method_world below: its files include method.h (and tree.h,
+ * for what the trees share), never world.h; the layer check (engine/LAYERS) fails otherwise.
  *
  * A step runs, in order: the fields (statics and rest, for methods that use them), `update`,
  * `plan_search`, the pair protocol over the planned jobs (step.c: run the jobs, search the
