@@ -142,8 +142,10 @@ static double grid_columns(const double lo[2], const double hi[2], int axes, dou
 }
 
 /* The grid for the members, whose mins spread over [lo, hi] on the grid axes; true when it
- * changed. The cell: twice the median of the sampled members' longest extents, so that most
- * objects fit a cell and a column holds a handful across; kept while it stays within a factor
+ * changed. The cell: twice the 90th percentile of the sampled members' longest extents, so
+ * that all but a few objects fit a cell (with the median, a world of sizes spread over a factor
+ * of two, as spheres' boxes rounded outward far from the origin, had most objects large: 2.4 s
+ * a step at `far` 1e5) and a column holds a handful across; kept while it stays within a factor
  * of 1.5 of that. The columns cover the spread with a sixteenth to spare on each side, and are
  * kept while the spread stays inside them (so that the order stays sorted by column), and at
  * most twice as many as the objects (the cell grows for a world spread far and thin). */
@@ -158,7 +160,9 @@ static bool choose_grid(const method_world *w, sweep *s, size_t n, const double 
         return true;
     }
     double sample[SAMPLE];
-    size_t ids = w->store->id_end, stride = ids / SAMPLE + 1, m = 0;
+    /* An odd stride: ids often alternate kinds (boxes and spheres, say), and an even one would
+     * see one kind only. */
+    size_t ids = w->store->id_end, stride = (ids / SAMPLE) | 1, m = 0;
     for (size_t i = 0; i < ids && m < SAMPLE; i += stride) {
         if (s->key_of[i] == SWEEP_NOT_MEMBER) continue;
         const world_box *x = &w->store->box[i];
@@ -172,7 +176,7 @@ static bool choose_grid(const method_world *w, sweep *s, size_t n, const double 
     double cell = 0.0;
     if (m) {
         qsort(sample, m, sizeof(double), compare_doubles);
-        cell = 2.0 * sample[m / 2];
+        cell = 2.0 * sample[m * 9 / 10];
     }
     double lo[2] = {0.0, 0.0}, hi[2] = {0.0, 0.0};
     for (int a = 0; a < g->axes && n; a++) {
