@@ -26,7 +26,6 @@ enum {
     SWEEP_MAX_LEVELS = 32, /* levels of the hierarchy: leaves of one slot and 2^32 slots fit */
     SWEEP_NEIGHBOURS = 4,  /* the columns ahead of a column (3D; one in 2D) */
     SWEEP_LARGE_PER_JOB = 8,
-    SWEEP_BLOCK = 8, /* objects of a column swept together */
 };
 
 /* The columns: cell side, the first cell on each grid axis, and the columns per axis. Cell

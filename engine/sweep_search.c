@@ -1,12 +1,11 @@
 /* The sweep method's pair search: each column job sweeps its columns, each column against
  * itself and against the columns ahead of it; each large-object job walks the hierarchy of
- * bounds for its large objects. The windows are tested 8 boxes at a time (simd_box_vs_boxes),
- * and every candidate goes through the exact filter (tree_emit). */
+ * bounds for its large objects. A column's windows are tested 8 boxes at a time
+ * (simd_boxes_sweep_pairs), the large objects' leaves too (simd_box_vs_boxes), and every
+ * candidate goes through the exact filter (tree_emit_pairs, tree_emit). */
 #include "sweep_internal.h"
 
 #include "overlap.h"
-
-#include <math.h>
 
 size_t sweep_hit_need(const sweep *s) {
     size_t windows = (size_t)(1 + SWEEP_NEIGHBOURS);
@@ -30,10 +29,6 @@ static void sweep_pairs(const sweep_ctx *c, tree_worker *k, pairs_writer *wr,
     }
 }
 
-typedef struct neighbour {
-    uint32_t at, end; /* the column's slots; `at` moves forward with the sweep */
-} neighbour;
-
 static void sweep_columns(const sweep_ctx *c, tree_worker *k, pairs_writer *wr, size_t job) {
     const sweep *s = c->s;
     const tree_slots *t = &s->slots;
@@ -43,27 +38,23 @@ static void sweep_columns(const sweep_ctx *c, tree_worker *k, pairs_writer *wr, 
         uint32_t begin = s->col_start[col], end = s->col_start[col + 1];
         if (begin == end) continue;
         uint32_t cy = col / gz, cz = col % gz;
-        neighbour nb[SWEEP_NEIGHBOURS];
-        int count = 0;
         /* The columns ahead: those a pair with a column behind would be met from. */
+        uint32_t ahead[SWEEP_NEIGHBOURS], count = 0;
         if (s->grid.axes == 2) {
-            if (cz + 1 < gz) nb[count++] = (neighbour){col + 1, 0};
+            if (cz + 1 < gz) ahead[count++] = col + 1;
             if (cy + 1 < gy) {
                 uint32_t below = col + gz;
-                if (cz > 0) nb[count++] = (neighbour){below - 1, 0};
-                nb[count++] = (neighbour){below, 0};
-                if (cz + 1 < gz) nb[count++] = (neighbour){below + 1, 0};
+                if (cz > 0) ahead[count++] = below - 1;
+                ahead[count++] = below;
+                if (cz + 1 < gz) ahead[count++] = below + 1;
             }
         } else if (cy + 1 < gy) {
-            nb[count++] = (neighbour){col + 1, 0};
-        }
-        for (int m = 0; m < count; m++) {
-            uint32_t other = nb[m].at;
-            nb[m] = (neighbour){s->col_start[other], s->col_start[other + 1]};
+            ahead[count++] = col + 1;
         }
         sweep_pairs(c, k, wr, &boxes, begin, end, begin, end, 1);
-        for (int m = 0; m < count; m++)
-            sweep_pairs(c, k, wr, &boxes, begin, end, nb[m].at, nb[m].end, 0);
+        for (uint32_t m = 0; m < count; m++)
+            sweep_pairs(c, k, wr, &boxes, begin, end, s->col_start[ahead[m]],
+                        s->col_start[ahead[m] + 1], 0);
     }
 }
 
