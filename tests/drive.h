@@ -248,6 +248,10 @@ typedef struct drive {
     pair_list want, begun, ended;
     scratch qs;
     bool failed; /* a check failed: the caller stops */
+    /* 0: a script runs to its end. n > 0: once the allocator has failed, the script stops after
+     * the n-th successful step that follows (each drive_* call then returns at once). */
+    int steps_after_fault, steps_since_fault;
+    bool stopped;
 } drive;
 
 static inline void drive_fail(drive *d, const char *what, long long got, long long want) {
@@ -399,6 +403,7 @@ static inline void model_added(model *md, uint32_t id) {
  * may be NULL, to see it refused); ids_null passes no array for the ids. */
 static inline void drive_add(drive *d, size_t count, const broadphase_boxes *boxes,
                              const broadphase_spheres *spheres, bool sphere_call, bool ids_null) {
+    if (d->stopped) return;
     int dims = d->config.dimensions;
     verdict v = verdict_ok;
     if (count > 0) {
@@ -433,6 +438,7 @@ static inline void drive_add(drive *d, size_t count, const broadphase_boxes *box
 static inline void drive_move(drive *d, size_t count, const uint32_t *ids,
                               const broadphase_boxes *boxes, const broadphase_spheres *spheres,
                               bool sphere_call) {
+    if (d->stopped) return;
     int dims = d->config.dimensions;
     verdict v = verdict_ok;
     if (count > 0) {
@@ -457,6 +463,7 @@ static inline verdict expect_id_batch(const drive *d, size_t count, const uint32
 }
 
 static inline void drive_remove(drive *d, size_t count, const uint32_t *ids) {
+    if (d->stopped) return;
     verdict v = expect_id_batch(d, count, ids);
     broadphase_status s;
     DRIVE_MUTATE(d, s, "remove", v, count, broadphase_remove(d->w, count, ids));
@@ -469,6 +476,7 @@ static inline void drive_remove(drive *d, size_t count, const uint32_t *ids) {
 
 static inline void drive_set_filters(drive *d, size_t count, const uint32_t *ids,
                                      const broadphase_filter *filters) {
+    if (d->stopped) return;
     verdict v = count > 0 && !filters ? (verdict){BROADPHASE_ERROR_INVALID_ARGUMENT, SIZE_MAX}
                                       : expect_id_batch(d, count, ids);
     broadphase_status s;
@@ -478,6 +486,7 @@ static inline void drive_set_filters(drive *d, size_t count, const uint32_t *ids
 }
 
 static inline void drive_set_static(drive *d, size_t count, const uint32_t *ids, bool flag) {
+    if (d->stopped) return;
     verdict v = expect_id_batch(d, count, ids);
     broadphase_status s;
     DRIVE_MUTATE(d, s, "set_static", v, count, broadphase_set_static(d->w, count, ids, flag));
@@ -488,6 +497,7 @@ static inline void drive_set_static(drive *d, size_t count, const uint32_t *ids,
 /* A step: its pairs against brute force over the model, and its events against the pairs of
  * the last successful step. */
 static inline void drive_step(drive *d) {
+    if (d->stopped) return;
     broadphase_pairs p = {NULL, 0};
     broadphase_status s;
     DRIVE_CALL(d, s, broadphase_step(d->w, &p));
@@ -519,11 +529,15 @@ static inline void drive_step(drive *d) {
         pair_list_push(&d->md.last, d->want.data[i].a, d->want.data[i].b);
     memcpy(d->md.last_gen, d->md.gen, d->md.cap * sizeof *d->md.gen);
     d->md.stepped = true;
+    if (d->steps_after_fault > 0 && d->faults && atomic_load(&d->faults->failed) > 0 &&
+        ++d->steps_since_fault >= d->steps_after_fault)
+        d->stopped = true;
 }
 
 /* An update without pairs: it succeeds, the last step's pairs stand (and the queries after it see
  * every change: drive_queries). */
 static inline void drive_update(drive *d) {
+    if (d->stopped) return;
     broadphase_status s;
     DRIVE_CALL(d, s, broadphase_update(d->w));
     drive_expect(d, "update", s, verdict_ok);
@@ -537,6 +551,7 @@ static inline void drive_update(drive *d) {
 
 /* The neighbour rows: the last step's pairs, one row per id handed out. */
 static inline void drive_neighbours(drive *d) {
+    if (d->stopped) return;
     broadphase_neighbour_rows rows;
     broadphase_status s;
     DRIVE_CALL(d, s, broadphase_neighbours(d->w, &rows));
@@ -556,6 +571,7 @@ static inline void drive_neighbours(drive *d) {
  * distance of its centre (a sphere's centre, a box's midpoint computed in double), its own id
  * dropped, at most k; empty rows for the other ids. Bad arguments name no element. */
 static inline void drive_neighbourhoods(drive *d, size_t k, float distance) {
+    if (d->stopped) return;
     broadphase_neighbourhood_rows rows;
     broadphase_status s;
     verdict v = verdict_ok;
@@ -605,6 +621,7 @@ static inline void drive_neighbourhoods(drive *d, size_t k, float distance) {
 /* `per_type` single queries of every type against the reference, each retried when it runs out
  * of memory (queries change no object: the snapshot shows it). */
 static inline void drive_queries(drive *d, int per_type, uint64_t seed) {
+    if (d->stopped) return;
     uint64_t rng = seed;
     scratch *sc = &d->qs;
     scratch_reserve(sc, d->md.m.cap);
@@ -633,6 +650,7 @@ static inline void drive_queries(drive *d, int per_type, uint64_t seed) {
 /* Every batched query on `n` queries made from the model, each row against the single query's
  * answer from the reference. */
 static inline void drive_batches(drive *d, size_t n, uint64_t seed) {
+    if (d->stopped) return;
     uint64_t rng = seed;
     int dims = d->config.dimensions;
     scratch *sc = &d->qs;

@@ -5,8 +5,15 @@
  * reaching k. Every call must return OK or BROADPHASE_ERROR_OUT_OF_MEMORY; after an out-of-memory
  * failure the world's objects are exactly as before the call (tests/drive.h compares the store),
  * the call made again succeeds, every step's pairs equal brute force, and every block is given back
- * at destroy (the ASan build checks the C library's side too). */
+ * at destroy (the ASan build checks the C library's side too).
+ * The sanitizer builds, ten times slower, stop each run at the end of the third successful step
+ * after its failed allocation (FAULTS_STEPS_AFTER_FAILURE, set by CMakeLists.txt); the release and
+ * portable builds run every script to its end. */
 #include "drive.h"
+
+#ifndef FAULTS_STEPS_AFTER_FAILURE
+#define FAULTS_STEPS_AFTER_FAILURE 0 /* 0: every run to the script's end */
+#endif
 
 /* Columns for a batch of boxes or spheres. */
 typedef struct shapes {
@@ -167,7 +174,7 @@ static void script(drive *d, uint64_t seed) {
 
 typedef struct run_result {
     long calls, failed, out_of_memory;
-    bool ok;
+    bool ok, stopped; /* stopped: FAULTS_STEPS_AFTER_FAILURE steps after the failure */
 } run_result;
 
 static run_result run_once(const broadphase_config *c, long fail_at, uint64_t seed) {
@@ -177,9 +184,13 @@ static run_result run_once(const broadphase_config *c, long fail_at, uint64_t se
     atomic_init(&f.live, 0);
     f.fail_at = fail_at;
     drive d;
-    run_result r = {0, 0, 0, false};
-    if (drive_open(&d, c, &f)) script(&d, seed);
+    run_result r = {0, 0, 0, false, false};
+    if (drive_open(&d, c, &f)) {
+        d.steps_after_fault = FAULTS_STEPS_AFTER_FAILURE;
+        script(&d, seed);
+    }
     r.out_of_memory = d.out_of_memory;
+    r.stopped = d.stopped;
     r.ok = !d.failed;
     drive_close(&d);
     r.ok = r.ok && !d.failed;
@@ -190,7 +201,7 @@ static run_result run_once(const broadphase_config *c, long fail_at, uint64_t se
 
 /* For one method and dimension: every update policy (1, 2 and 3 threads), each with every k. */
 static void inject_every_allocation(broadphase_method method, int dims) {
-    long injected = 0, reported = 0, runs = 0;
+    long injected = 0, reported = 0, runs = 0, stopped = 0;
     /* {policy, threads, leaf size, rest share}: every policy, and the refit once more with
      * more objects at rest and the leaves and threads of the fuzzer's finding (a step that ran
      * out of memory after its update). */
@@ -226,15 +237,19 @@ static void inject_every_allocation(broadphase_method method, int dims) {
             REQUIRE(r.out_of_memory <= 1);
             injected++;
             reported += r.out_of_memory;
+            stopped += r.stopped;
         }
         /* With one thread the order of allocations is fixed: the script completes at exactly
          * the clean run's count. */
         if (c.threads == 1) CHECK_EQ_INT(k, clean.calls + 1);
     }
     printf("method %s, %dD: %ld allocations failed and survived (%ld reported as out of memory, "
-           "the rest done without), %ld runs\n",
-           method_name(method), dims, injected, reported, runs);
+           "the rest done without), %ld runs, %ld of them stopped %d steps after the failure\n",
+           method_name(method), dims, injected, reported, runs, stopped,
+           FAULTS_STEPS_AFTER_FAILURE);
     CHECK(injected > 50);
+    /* The runs stop early where asked to, and only there. */
+    CHECK(FAULTS_STEPS_AFTER_FAILURE > 0 ? stopped > injected / 4 : stopped == 0);
 }
 
 /* Every method of the one list, 3D and 2D: out_of_memory_<name>_3d and _2d. */
