@@ -712,9 +712,17 @@ static size_t place_added(const method_world *w, octree *t) {
     return placed;
 }
 
+/* The merged nodes' redirects undone (each reshape starts from none). */
+static void clear_redirects(octree *t) {
+    for (size_t i = 0; i < t->redirected_count; i++) t->redirect[t->redirected[i]] = NONE;
+    t->redirected_count = 0;
+}
+
 /* The tree's shape for this step's moves (gathered in *count): spare branches age, emptied
  * nodes become spare, sparse subtrees merge, crowded nodes split; when any of that changed the
- * tree, the moves are gathered again. */
+ * tree, the moves are gathered again. Out of memory leaves no redirect set: the rebuild that
+ * follows keeps the nodes' array, and a redirect left there would send a later step's objects
+ * to a merged node (found by the out-of-memory injection with steps after a failed split). */
 static broadphase_status reshape(const method_world *w, octree *t, size_t chunks, size_t *count) {
     t->split_count = 0;
     t->redirected_count = 0;
@@ -732,7 +740,10 @@ static broadphase_status reshape(const method_world *w, octree *t, size_t chunks
                 uint32_t src = (uint32_t)(t->moves[a] >> 32);
                 t->refs[k++] = src & TREE_ADDED ? t->slots.count + (src & ~TREE_ADDED) : src;
             }
-            if (!split(w, t, n, t->refs, t->refs_tmp, k)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+            if (!split(w, t, n, t->refs, t->refs_tmp, k)) {
+                clear_redirects(t);
+                return BROADPHASE_ERROR_OUT_OF_MEMORY;
+            }
         }
         changed = true;
     }
@@ -744,12 +755,14 @@ static broadphase_status reshape(const method_world *w, octree *t, size_t chunks
         t->add_dest[i] = d;
         if (t->add_dest[i] != NONE) t->node_of[w->added[i]] = t->add_dest[i];
     }
-    if (!oc_by_node_reserve(w, t)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    if (!oc_by_node_reserve(w, t)) {
+        clear_redirects(t);
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
+    }
     oc_ctx c = {w, t};
     threads_for_chunks(w->workers, chunks, count_movers, &c);
     *count = gather_moves(w, t, chunks);
-    for (size_t i = 0; i < t->redirected_count; i++) t->redirect[t->redirected[i]] = NONE;
-    t->redirected_count = 0;
+    clear_redirects(t);
     return BROADPHASE_OK;
 }
 
