@@ -6,6 +6,7 @@
 #define METHOD_DECLARE_(id, name) extern const method_table name##_method;
 BROADPHASE_METHOD_LIST(METHOD_DECLARE_)
 #undef METHOD_DECLARE_
+extern const method_table auto_method; /* BROADPHASE_METHOD_AUTO, the chooser: method_auto.c */
 
 /* In the list's order, which is the enum's: methods[id] is the method with that id. */
 static const method_table *const methods[] = {
@@ -18,6 +19,7 @@ _Static_assert(sizeof methods / sizeof methods[0] == BROADPHASE_METHOD_COUNT,
                "one table per method of the list");
 
 const method_table *method_for(broadphase_method id) {
+    if (id == BROADPHASE_METHOD_AUTO) return &auto_method;
     /* An enum's value may lie outside its enumerators: compare as an unsigned index. */
     if ((unsigned)id >= (unsigned)BROADPHASE_METHOD_COUNT) return NULL;
     return methods[id];

@@ -276,6 +276,7 @@ broadphase_status broadphase_get_stats(const broadphase_world *w, broadphase_sta
     heap_figures h = heap_read(&w->heap);
     s.bytes_in_use = h.bytes; /* the workers' scratch included */
     s.allocations = h.allocations;
+    s.method = w->config.method; /* AUTO's fill_stats names the method it runs */
     if (w->method->fill_stats && w->method_state) w->method->fill_stats(w->method_state, &s);
     *stats_out = s;
     return BROADPHASE_OK;

@@ -17,7 +17,7 @@ static broadphase_status update(const method_world *w, void **state) {
     /* The update policies: REBUILD sorts from nothing every time (the ids in order); REFIT and
      * AUTO keep the last order, which the sort then barely changes. Counted as a rebuild and a
      * refit. */
-    bool fresh = !s->built || w->config->update == BROADPHASE_UPDATE_REBUILD;
+    bool fresh = !s->built || w->stale || w->config->update == BROADPHASE_UPDATE_REBUILD;
     if (fresh) sweep_forget_order(s);
     if (!sweep_rebuild(w, s)) return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (fresh)

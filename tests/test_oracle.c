@@ -62,7 +62,7 @@ typedef struct tree_setting {
 static void tree_against_brute_force(broadphase_method method, int frames,
                                      const tree_setting *settings, int count,
                                      size_t identical_cap) {
-    const char *name = method == BROADPHASE_METHOD_KDTREE ? "kd-tree" : "octree";
+    const char *name = method_name(method);
     for (int kind = 0; kind < SCENE_KIND_COUNT; kind++) {
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
             size_t n = sizes[si];
@@ -100,11 +100,80 @@ static void tree_against_brute_force(broadphase_method method, int frames,
                 for (int ti = 0; ti < count; ti++)
                     CHECK_EQ_INT(scene_move_in_world(&s, trees[ti], ids), BROADPHASE_OK);
             }
+            /* The chooser went through trials on the moving scenes (frames enough) and runs a
+             * method of the list that keeps a structure. */
+            for (int ti = 0; ti < count && method == BROADPHASE_METHOD_AUTO && n >= 700; ti++) {
+                broadphase_stats st;
+                CHECK_EQ_INT(broadphase_get_stats(trees[ti], &st), BROADPHASE_OK);
+                CHECK(method_has_tree(st.method) && st.method != BROADPHASE_METHOD_AUTO);
+                if (scene_is_moving(s.kind) && frames >= 100) CHECK(st.method_trials >= 3);
+            }
             for (int ti = 0; ti < count; ti++) broadphase_destroy(trees[ti]);
             broadphase_destroy(oracle);
             free(ids);
             scene_free(&s);
         }
+    }
+}
+
+/* The chooser (BROADPHASE_METHOD_AUTO) through its first round of trials on the moving scenes
+ * (after 64 steps): it starts on the octree, tries the kd-tree and the sweep, and keeps one or goes
+ * back; every frame's pairs equal brute force whatever it chose, at every policy and several thread
+ * counts. */
+TEST(auto_equals_brute_force_through_its_trials) {
+    static const tree_setting settings[] = {{BROADPHASE_UPDATE_AUTO, 0.0f, 1},
+                                            {BROADPHASE_UPDATE_REFIT, 0.0f, 3},
+                                            {BROADPHASE_UPDATE_REBUILD, 1.0f, 2}};
+    tree_against_brute_force(BROADPHASE_METHOD_AUTO, 100, settings, 3, 700);
+}
+
+/* The chooser under churn: besides the moving scene, a batch of boxes (each on one of the scene's
+ * objects) is added every third frame and removed on the next, so that the method a trial leaves
+ * waiting (for ten frames) and goes back to has missed additions and removals. */
+TEST(auto_equals_brute_force_under_churn) {
+    static const scene_kind kinds[] = {SCENE_MOVING, SCENE_MOVING2D};
+    for (size_t ki = 0; ki < 2; ki++) {
+        enum { N = 1500, FRAMES = 120, CHURN = 40 };
+        scene s;
+        REQUIRE(scene_make(&s, kinds[ki], N, 31 + ki));
+        uint32_t ids[N], extra[CHURN];
+        broadphase_world *oracle =
+            make_world(s.dimensions, BROADPHASE_METHOD_BRUTE_FORCE, BROADPHASE_UPDATE_AUTO, 2);
+        broadphase_world *w =
+            make_world(s.dimensions, BROADPHASE_METHOD_AUTO, BROADPHASE_UPDATE_REFIT, 2);
+        REQUIRE(oracle && w);
+        add_scene(&s, oracle, ids);
+        add_scene(&s, w, ids);
+        broadphase_world *both[2] = {oracle, w};
+        float col[6][CHURN];
+        broadphase_boxes b = {col[0], col[1], col[2], col[3], col[4], col[5]};
+        for (int f = 0; f < FRAMES; f++) {
+            TEST_CONTEXT("auto under churn, scene %s frame %d", scene_name(s.kind), f);
+            broadphase_pairs want = step_ok(oracle);
+            broadphase_pairs got = step_ok(w);
+            CHECK(pairs_equal(want.data, want.count, got.data, got.count, "auto"));
+            scene_advance(&s);
+            for (int i = 0; i < CHURN; i++) {
+                size_t on = ((size_t)f * 131 + (size_t)i * 37) % N;
+                for (int k = 0; k < 3; k++) {
+                    col[k][i] = s.dimensions > k ? s.min[k][on] : 0.0f;
+                    col[3 + k][i] = s.dimensions > k ? s.max[k][on] : 0.0f;
+                }
+            }
+            for (int wi = 0; wi < 2; wi++) {
+                if (f % 3 == 1)
+                    CHECK_EQ_INT(broadphase_add_boxes(both[wi], CHURN, &b, extra), BROADPHASE_OK);
+                else if (f % 3 == 2)
+                    CHECK_EQ_INT(broadphase_remove(both[wi], CHURN, extra), BROADPHASE_OK);
+                CHECK_EQ_INT(scene_move_in_world(&s, both[wi], ids), BROADPHASE_OK);
+            }
+        }
+        broadphase_stats st;
+        CHECK_EQ_INT(broadphase_get_stats(w, &st), BROADPHASE_OK);
+        CHECK(st.method_trials >= 6); /* two trials at least: the kd-tree's and the sweep's */
+        broadphase_destroy(w);
+        broadphase_destroy(oracle);
+        scene_free(&s);
     }
 }
 

@@ -85,6 +85,14 @@ typedef enum broadphase_method {
 #define BROADPHASE_METHOD_ENUM_(id, name) id,
     BROADPHASE_METHOD_LIST(BROADPHASE_METHOD_ENUM_)
 #undef BROADPHASE_METHOD_ENUM_
+    /* Not a method of the list but a chooser among them ("auto"): the world starts on the
+     * octree, now and then tries the list's other methods that keep a structure (the kd-tree,
+     * the sweep) for a few steps, timing each step's update and search, and keeps one that was
+     * at least 10% faster than the method it replaces; rounds of trials come back at growing
+     * intervals, and at once when the object count doubles or halves or the steps grow 1.5x
+     * slower. The pairs, events and queries are what any method gives (every method's are
+     * exact); broadphase_stats.method says which one ran the last step. */
+    BROADPHASE_METHOD_AUTO = 64
 } broadphase_method;
 
 /* How many methods there are: the methods are 0 .. BROADPHASE_METHOD_COUNT - 1, in the list's
@@ -93,8 +101,8 @@ typedef enum broadphase_method {
 enum { BROADPHASE_METHOD_COUNT = 0 BROADPHASE_METHOD_LIST(BROADPHASE_METHOD_ONE_) };
 #undef BROADPHASE_METHOD_ONE_
 
-/* A method's name as in the list ("kdtree", "octree", "brute_force"); NULL for a value that
- * names no method. */
+/* A method's name as in the list ("kdtree", "octree", "brute_force", "sweep"), "auto" for
+ * BROADPHASE_METHOD_AUTO; NULL for a value that names neither. */
 BROADPHASE_API const char *broadphase_method_name(broadphase_method method);
 
 typedef enum broadphase_update_policy {
@@ -393,6 +401,10 @@ typedef struct broadphase_stats {
     uint64_t relayouts;               /* octree: refits that laid every object out anew */
     uint64_t window_relayouts;        /* octree: refits that laid one of the root's subtrees
                                          out anew, in place (spreading the relayouts) */
+    broadphase_method method;         /* the method of the last update: config.method, or the
+                                         one BROADPHASE_METHOD_AUTO runs now */
+    uint64_t method_trials;           /* AUTO: steps run on a method on trial */
+    uint64_t method_switches;         /* AUTO: times a trial won and its method was kept */
 } broadphase_stats;
 
 BROADPHASE_API broadphase_status broadphase_get_stats(const broadphase_world *w,

@@ -25,19 +25,25 @@
 #define BENCH_SEED 1
 
 /* What a case runs: one of our methods (its broadphase_method value: the one list of methods,
- * BROADPHASE_METHOD_LIST, gives every method its cases), a peer library, or a crowd's
- * neighbourhoods by one route (perf/common/crowd.h; `peer` holds the route). */
+ * BROADPHASE_METHOD_LIST, gives every method its cases), the chooser among them
+ * (BROADPHASE_METHOD_AUTO), a peer library, or a crowd's neighbourhoods by one route
+ * (perf/common/crowd.h; `peer` holds the route). */
 typedef int bench_engine;
-enum { BENCH_PEER = BROADPHASE_METHOD_COUNT, BENCH_CROWD };
+enum { BENCH_AUTO = BROADPHASE_METHOD_COUNT, BENCH_PEER, BENCH_CROWD };
 
 static bool bench_is_ours(bench_engine engine) {
     return engine >= 0 && engine < BENCH_PEER;
 }
 
-/* One of our methods with a tree (update policies and leaves: the kd-tree, the octree); the
- * others test every pair (brute force), and are quadratic. */
+static broadphase_method bench_method(bench_engine engine) {
+    return engine == BENCH_AUTO ? BROADPHASE_METHOD_AUTO : (broadphase_method)engine;
+}
+
+/* One of our methods with a structure (update policies and leaves: the kd-tree, the octree, the
+ * sweep, and the chooser among them); the others test every pair (brute force), and are
+ * quadratic. */
 static bool bench_is_tree(bench_engine engine) {
-    return bench_is_ours(engine) && method_has_tree((broadphase_method)engine);
+    return bench_is_ours(engine) && method_has_tree(bench_method(engine));
 }
 
 /* Crowd cases: 1e4 and 1e5 agents in 2D, neighbour distance 15, k 10, about 20
@@ -154,7 +160,7 @@ int bench_hardware_threads(void) {
 static const char *engine_name(const bench_case *c) {
     if (c->engine == BENCH_CROWD) return crowd_route_name((crowd_route)c->peer);
     return c->engine == BENCH_PEER ? peer_engine_name(c->peer)
-                                   : broadphase_method_name((broadphase_method)c->engine);
+                                   : broadphase_method_name(bench_method(c->engine));
 }
 
 static void add_variant_case(scene_kind kind, bench_variant variant, bench_engine engine,
@@ -475,7 +481,7 @@ static broadphase_status world_for_scene(const scene *s, bench_variant variant,
  * size. */
 static bool setup_ours(bench_run *r, char *error, size_t error_size) {
     const char *stage;
-    broadphase_status st = world_for_scene(&r->s, r->c->variant, (broadphase_method)r->c->engine,
+    broadphase_status st = world_for_scene(&r->s, r->c->variant, bench_method(r->c->engine),
                                            r->c->update, r->c->threads, r->ids, &r->w, &stage);
     if (st == BROADPHASE_OK) {
         stage = "warm-up step";

@@ -28,11 +28,11 @@ static void usage(FILE *out) {
     fprintf(out,
             "  --n N                 objects (default 100000; 1e6 is accepted)\n"
             "  --frames F            frames to step (default 100)\n"
-            "  --method M            a method of the library's list, or a prefix that names one\n"
-            "                        alone (default kdtree): ");
+            "  --method M            a method of the library's list, or auto (the chooser), or a\n"
+            "                        prefix that names one alone (default kdtree): ");
     for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++)
-        fprintf(out, "%s%s", broadphase_method_name((broadphase_method)m),
-                m + 1 < BROADPHASE_METHOD_COUNT ? " | " : "\n");
+        fprintf(out, "%s | ", broadphase_method_name((broadphase_method)m));
+    fprintf(out, "%s\n", broadphase_method_name(BROADPHASE_METHOD_AUTO));
     fprintf(
         out,
         "  --threads T           worker threads, 0 = all hardware threads (default 0)\n"
@@ -146,12 +146,13 @@ static bool parse_name(const char *text, const char *const *names, int count, in
     return false;
 }
 
-/* A method by its name in the library's list, or by a prefix that only one name starts with
- * ("brute" for brute_force). */
+/* A method by its name in the library's list or "auto", or by a prefix that only one name
+ * starts with ("brute" for brute_force). */
 static bool parse_method(const char *text, broadphase_method *out) {
     if (!text || !*text) return false;
     int found = -1, matches = 0;
-    for (int m = 0; m < BROADPHASE_METHOD_COUNT; m++) {
+    for (int i = 0; i <= BROADPHASE_METHOD_COUNT; i++) {
+        int m = i < BROADPHASE_METHOD_COUNT ? i : BROADPHASE_METHOD_AUTO;
         const char *name = broadphase_method_name((broadphase_method)m);
         if (strcmp(text, name) == 0) {
             *out = (broadphase_method)m;

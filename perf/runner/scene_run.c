@@ -554,6 +554,10 @@ static bool print_world_summary(scene_run_state *r) {
     printf("threads: the last step ran on %zu of %d; %llu of %llu steps had a thread preempted\n",
            stats.step_threads, r->threads_shown, (unsigned long long)stats.preempted_steps,
            (unsigned long long)stats.steps);
+    if (o->method == BROADPHASE_METHOD_AUTO)
+        printf("auto: the last step ran on %s; %llu steps on trial, %llu switches kept\n",
+               broadphase_method_name(stats.method), (unsigned long long)stats.method_trials,
+               (unsigned long long)stats.method_switches);
     bool tree = method_has_tree(o->method);
     if (tree) {
         printf("tree: %zu nodes, %zu leaves, depth %zu, %zu objects in internal nodes, %zu spare "
