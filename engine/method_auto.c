@@ -34,7 +34,7 @@ enum {
 };
 #define AUTO_MARGIN 0.9f         /* a candidate is kept below this times the incumbent's median */
 #define AUTO_CLEARLY_SLOWER 1.3f /* ... and stopped early above this */
-#define AUTO_SLOWER 1.5f         /* the steps this much slower than at a round's end: a round now */
+#define AUTO_SLOWER 2.0f         /* the steps this much slower than at a round's end: a round now */
 
 typedef struct auto_state {
     method_world view; /* what the method in place sees: the world's, with its own config */

@@ -89,8 +89,10 @@ typedef enum broadphase_method {
      * octree, now and then tries the list's other methods that keep a structure (the kd-tree,
      * the sweep) for a few steps, timing each step's update and search, and keeps one that was
      * at least 10% faster than the method it replaces; rounds of trials come back at growing
-     * intervals, and at once when the object count doubles or halves or the steps grow 1.5x
-     * slower. The pairs, events and queries are what any method gives (every method's are
+     * intervals (the first after 64 steps), and at once when the object count doubles or
+     * halves or the steps grow 2x slower. A trial holds
+     * the candidate's structure beside the first (memory) and builds it (allocations, a longer
+     * step). The pairs, events and queries are what any method gives (every method's are
      * exact); broadphase_stats.method says which one ran the last step. */
     BROADPHASE_METHOD_AUTO = 64
 } broadphase_method;
