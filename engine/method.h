@@ -112,7 +112,8 @@ const method_table *method_for(broadphase_method id);
 
 /* Whether the method keeps a tree of its own: one with levels and nodes, a leaf size and update
  * policies that mean something, and the static and resting fields beside it. Brute force keeps
- * none. The tests, the runner and the benchmarks ask this rather than name the methods. */
+ * none; BROADPHASE_METHOD_AUTO does, as it always runs such a method. The tests, the runner and
+ * the benchmarks ask this rather than name the methods. */
 static inline bool method_has_tree(broadphase_method id) {
     const method_table *m = method_for(id);
     return m && m->fill_levels != NULL && m->uses_fields;

@@ -4,9 +4,10 @@
  * The candidates are the list's methods that keep a structure beside the static and resting
  * fields (method_has_tree: the kd-tree, the octree, the sweep); the world starts on the octree,
  * the fastest of them on most scenes and sizes measured (perf/NOTES.md, NOTES row 323). Each
- * step's cost is what the frame measured of it, the method's update and search (stats update_ms
- * + search_ms), read at the next update; the first AUTO_SKIP steps after a change of method (its
- * build) are not counted.
+ * step's cost is its method's update (timed here, so that a step after broadphase_update counts
+ * it too) and its search (stats.search_ms), read at the next update; the first AUTO_SKIP steps
+ * after a change of method (its build) are not counted, nor the steps that found nothing changed
+ * (no update, no search). "Steps" below are such measured steps.
  *
  * A round of trials: with AUTO_WINDOW steps measured on the method in place, the next candidate
  * runs up to AUTO_WINDOW measured steps; if their median is under AUTO_MARGIN times the
@@ -20,9 +21,12 @@
  * halved, or the median step grew AUTO_SLOWER times. A candidate whose build runs out of memory is
  * passed over (its partial state freed) and the incumbent updates as if no trial had begun. The
  * choice depends on the host's timing; the pairs do not: every method's are exact and sorted. */
+#include "clock.h"
 #include "method.h"
 
 #include <string.h>
+
+_Static_assert(BROADPHASE_METHOD_COUNT <= 32, "the tried candidates are bits of a uint32_t");
 
 enum {
     AUTO_WINDOW = 8,          /* measured steps a method runs before it is compared */
@@ -51,6 +55,7 @@ typedef struct auto_state {
     bool rounds_done;      /* a round has ended: members_then and cost_then hold */
     bool restart;          /* the incumbent's state missed steps: build it anew */
     uint64_t last_steps;   /* stats->steps after the update before the step to measure */
+    double update_ms;      /* that update's time: a step after broadphase_update reports none */
     bool step_pending;     /* an update ran and its step may be measured */
     uint64_t wait, waited; /* measured steps before the next round, and since the last */
     size_t members_then;   /* members at the last round's end */
@@ -78,17 +83,21 @@ static void begin_measuring(auto_state *s) {
     s->skip = AUTO_SKIP;
 }
 
-/* The view the method in place sees: the world's, with that method's config. */
-static const method_world *inner_view(auto_state *s, const method_world *w, bool stale) {
+/* The view method m sees: the world's, with m's config. */
+static const method_world *view_for(auto_state *s, const method_world *w, int m, bool stale) {
     s->view = *w;
-    s->view.config = &s->config[s->current];
+    s->view.config = &s->config[m];
     s->view.stale = w->stale || stale;
     return &s->view;
 }
 
+static const method_world *inner_view(auto_state *s, const method_world *w, bool stale) {
+    return view_for(s, w, s->current, stale);
+}
+
 static void release(auto_state *s, const method_world *w, int m) {
     if (!s->inner[m]) return;
-    method_for((broadphase_method)m)->destroy(inner_view(s, w, false), s->inner[m]);
+    method_for((broadphase_method)m)->destroy(view_for(s, w, m, false), s->inner[m]);
     s->inner[m] = NULL;
 }
 
@@ -97,7 +106,7 @@ static void measure(auto_state *s, const method_world *w) {
     const broadphase_stats *st = w->stats;
     bool stepped = s->step_pending && st->steps == s->last_steps + 1;
     s->step_pending = false;
-    double ms = st->update_ms + st->search_ms;
+    double ms = s->update_ms + st->search_ms;
     if (!stepped || !(ms > 0.0)) return;
     if (s->skip > 0) {
         s->skip--;
@@ -105,7 +114,6 @@ static void measure(auto_state *s, const method_world *w) {
     }
     s->costs[s->measured % AUTO_WINDOW] = (float)ms;
     s->measured++;
-    if (s->in_round) w->stats->method_trials += s->current != s->incumbent;
     s->waited++;
 }
 
@@ -193,6 +201,7 @@ static broadphase_status update(const method_world *w, void **state) {
     decide(s, w);
     bool trial_begins = s->current != before && s->current != s->incumbent;
     const method_table *m = method_for((broadphase_method)s->current);
+    double t0 = clock_now_ms();
     broadphase_status st = m->update(inner_view(s, w, s->restart), &s->inner[s->current]);
     if (st != BROADPHASE_OK && trial_begins) {
         /* The candidate could not be built: passed over; the incumbent goes on. */
@@ -203,9 +212,11 @@ static broadphase_status update(const method_world *w, void **state) {
         st = m->update(inner_view(s, w, s->restart), &s->inner[s->current]);
     }
     if (st != BROADPHASE_OK) return st;
+    s->update_ms = clock_now_ms() - t0;
     s->restart = false;
     s->step_pending = true;
     s->last_steps = w->stats->steps;
+    w->stats->method_trials += s->current != s->incumbent;
     return BROADPHASE_OK;
 }
 

@@ -50,11 +50,23 @@ bool oc_by_node_reserve(const method_world *w, octree *t) {
     /* Contents kept: a split may grow the nodes in the middle of a refit. */
     uint32_t **arrays[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
                            &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
-    size_t got = 0;
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
-        size_t c = cap;
-        if (!heap_grow(w->heap, (void **)arrays[i], &c, need, sizeof(uint32_t), cap)) return false;
-        got = c;
+    enum { ARRAYS = sizeof arrays / sizeof arrays[0] };
+    /* Every new block first, so that out of memory leaves each array at the one capacity that
+     * by_node_capacity records (the frees pass it). */
+    size_t got = cap + cap / 2 > need ? cap + cap / 2 : need;
+    if (got < 16) got = 16;
+    uint32_t *fresh[ARRAYS];
+    for (size_t i = 0; i < ARRAYS; i++) {
+        fresh[i] = heap_alloc(w->heap, got * sizeof(uint32_t));
+        if (!fresh[i]) {
+            while (i-- > 0) heap_free(w->heap, fresh[i], got * sizeof(uint32_t));
+            return false;
+        }
+    }
+    for (size_t i = 0; i < ARRAYS; i++) {
+        if (*arrays[i] && cap) memcpy(fresh[i], *arrays[i], cap * sizeof(uint32_t));
+        heap_free(w->heap, *arrays[i], cap * sizeof(uint32_t));
+        *arrays[i] = fresh[i];
     }
     for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
     t->by_node_capacity = got;

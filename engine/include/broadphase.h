@@ -89,11 +89,13 @@ typedef enum broadphase_method {
      * octree, now and then tries the list's other methods that keep a structure (the kd-tree,
      * the sweep) for a few steps, timing each step's update and search, and keeps one that was
      * at least 10% faster than the method it replaces; rounds of trials come back at growing
-     * intervals (the first after 64 steps), and at once when the object count doubles or
-     * halves or the steps grow 2x slower. A trial holds
-     * the candidate's structure beside the first (memory) and builds it (allocations, a longer
-     * step). The pairs, events and queries are what any method gives (every method's are
-     * exact); broadphase_stats.method says which one ran the last step. */
+     * intervals (the first after 64 timed steps: steps that found something changed), and at
+     * once when the objects it holds (not statics, not objects at rest) double or halve or the
+     * steps grow 2x slower. A trial holds the candidate's structure beside the first (memory)
+     * and builds it (allocations, a longer step). The pairs, events and query answers are what
+     * any method gives (every method's are exact and sorted); what shows a structure (box
+     * candidates, broadphase_visit_nodes, the levels, the stats' node figures) is the running
+     * method's. broadphase_stats.method says which method that is. */
     BROADPHASE_METHOD_AUTO = 64
 } broadphase_method;
 
@@ -404,8 +406,9 @@ typedef struct broadphase_stats {
     uint64_t window_relayouts;        /* octree: refits that laid one of the root's subtrees
                                          out anew, in place (spreading the relayouts) */
     broadphase_method method;         /* the method of the last update: config.method, or the
-                                         one BROADPHASE_METHOD_AUTO runs now */
-    uint64_t method_trials;           /* AUTO: steps run on a method on trial */
+                                         one BROADPHASE_METHOD_AUTO runs now (AUTO itself
+                                         before its first update) */
+    uint64_t method_trials;           /* AUTO: updates run on a method on trial */
     uint64_t method_switches;         /* AUTO: times a trial won and its method was kept */
 } broadphase_stats;
 

@@ -304,10 +304,13 @@ static void print_header(const scene_run_state *r) {
     const options *o = r->o;
     printf("broadphase-run: scene %s, n %zu, %dD, seed %llu, frames %zu\n", scene_name(o->scene),
            o->count, r->s.dimensions, (unsigned long long)o->seed, o->frames);
-    printf("method %s%s, update %s, threads %d%s, leaf size %d", broadphase_method_name(o->method),
+    printf("method %s%s, update %s, threads %d%s, ", broadphase_method_name(o->method),
            o->method == BROADPHASE_METHOD_OCTREE && r->s.dimensions == 2 ? " (quadtree)" : "",
-           runner_update_name(o->update), r->threads_shown, o->threads ? "" : " (all)",
-           r->cfg.leaf_size);
+           runner_update_name(o->update), r->threads_shown, o->threads ? "" : " (all)");
+    if (r->cfg.leaf_size)
+        printf("leaf size %d", r->cfg.leaf_size);
+    else
+        printf("each method's own leaf size");
     if (o->method == BROADPHASE_METHOD_OCTREE) printf(", looseness %g", (double)r->cfg.looseness);
     printf(", simd %s\n", broadphase_simd_level());
     if (r->full_check) {
@@ -564,7 +567,7 @@ static bool print_world_summary(scene_run_state *r) {
                "nodes, %llu root growths, quality %.3g\n",
                stats.nodes, stats.leaves, stats.depth, stats.objects_in_internal_nodes,
                stats.spare_nodes, (unsigned long long)stats.root_growths, (double)stats.quality);
-        if (o->method == BROADPHASE_METHOD_OCTREE)
+        if (stats.method == BROADPHASE_METHOD_OCTREE)
             printf("search: %llu of %llu steps walked the leaf list, made %llu times; %llu "
                    "relayouts, %llu of one window\n",
                    (unsigned long long)stats.flat_searches, (unsigned long long)stats.steps,
