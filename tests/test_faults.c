@@ -7,16 +7,17 @@
  * the call made again succeeds, every step's pairs equal brute force, and every block is given back
  * at destroy (the ASan build checks the C library's side too).
  * The sanitizer builds, ten times slower, stop each run at the end of the third successful step
- * after its failed allocation (FAULTS_STEPS_AFTER_FAILURE, set by CMakeLists.txt), and run the
- * script's long stretch of small steps for the chooser alone (FAULTS_STEADY_FOR_ALL); the release
- * and portable builds run every script whole, to its end. */
+ * after its failed allocation (FAULTS_STEPS_AFTER_FAILURE, set by CMakeLists.txt), and leave out
+ * the script's long stretch of small steps (FAULTS_STEADY_STEPS) and with it the chooser's test,
+ * whose trials come only after it (under ASan, with the stretch: 512 s of processor time); the
+ * release and portable builds run every script whole, to its end. */
 #include "drive.h"
 
 #ifndef FAULTS_STEPS_AFTER_FAILURE
 #define FAULTS_STEPS_AFTER_FAILURE 0 /* 0: every run to the script's end */
 #endif
-#ifndef FAULTS_STEADY_FOR_ALL
-#define FAULTS_STEADY_FOR_ALL 1 /* 0: the script's run of small steps for the chooser alone */
+#ifndef FAULTS_STEADY_STEPS
+#define FAULTS_STEADY_STEPS 72 /* the script's stretch of small steps; 0: none */
 #endif
 
 /* Columns for a batch of boxes or spheres. */
@@ -130,10 +131,8 @@ static void script(drive *d, uint64_t seed) {
     /* Small moves, step after step: the chooser's first round of trials comes after 64 steps,
      * so that the calls below meet its trials (the candidates' builds and the way back); every
      * method meets a failure in its refits with many steps after it (which found an octree's
-     * merge redirects left set after a failed split). The sanitizer builds run these for the
-     * chooser alone (FAULTS_STEADY_FOR_ALL). */
-    bool steady = FAULTS_STEADY_FOR_ALL || d->config.method == BROADPHASE_METHOD_AUTO;
-    for (int frame = 0; frame < 72 && steady; frame++) {
+     * merge redirects left set after a failed split). */
+    for (int frame = 0; frame < FAULTS_STEADY_STEPS; frame++) {
         move_all_of(d, 1, 0, 0.5f, false, 0.0f, &rng);
         drive_step(d);
     }
@@ -277,11 +276,14 @@ static void inject_every_allocation(broadphase_method method, int dims) {
 BROADPHASE_METHOD_LIST(OUT_OF_MEMORY_TESTS_)
 #undef OUT_OF_MEMORY_TESTS_
 
+#if FAULTS_STEADY_STEPS >= 72
 /* The chooser (BROADPHASE_METHOD_AUTO), whose trials build a second structure beside the first:
- * a candidate that cannot be built is passed over, and the steps go on. */
+ * a candidate that cannot be built is passed over, and the steps go on. Its trials begin after
+ * 64 steps: only with the stretch of small steps (not in the sanitizer builds). */
 TEST(out_of_memory_auto_3d) {
     inject_every_allocation(BROADPHASE_METHOD_AUTO, 3);
 }
+#endif
 
 /* The script itself must cover what the issue names: a root growth, a rebuild after refits, a
  * relayout, objects at rest and statics, or the injection above proves less than it says. */
