@@ -7,10 +7,11 @@
  * the call made again succeeds, every step's pairs equal brute force, and every block is given back
  * at destroy (the ASan build checks the C library's side too).
  * The sanitizer builds, ten times slower, stop each run at the end of the third successful step
- * after its failed allocation (FAULTS_STEPS_AFTER_FAILURE, set by CMakeLists.txt), and leave out
- * the script's long stretch of small steps (FAULTS_STEADY_STEPS) and with it the chooser's test,
- * whose trials come only after it (under ASan, with the stretch: 512 s of processor time); the
- * release and portable builds run every script whole, to its end. */
+ * after its failed allocation (FAULTS_STEPS_AFTER_FAILURE, set by CMakeLists.txt); they and the
+ * portable build (one thread) leave out the script's long stretch of small steps
+ * (FAULTS_STEADY_STEPS) and with it the chooser's test, whose trials come only after it (under
+ * ASan, with the stretch: 512 s of processor time). The release build runs every script whole,
+ * to its end. */
 #include "drive.h"
 
 #ifndef FAULTS_STEPS_AFTER_FAILURE
