@@ -139,14 +139,8 @@ static inline size_t simd_sweep_scan(const simd_boxes *a, size_t a_begin, size_t
     size_t n = 0, r = a_begin, lo = b_begin;
     for (; r < a_end; r++) {
         size_t from = r + 1;
-        if (!within) {
-            float floor_x = simd_sweep_floor(a->min[0][r], reach);
-            /* Mostly a step or two per row: two branch-free steps, then the rare rest. */
-            lo += lo < b_end && bx[lo] < floor_x;
-            lo += lo < b_end && bx[lo] < floor_x;
-            while (lo < b_end && bx[lo] < floor_x) lo++;
-            from = lo;
-        }
+        if (!within)
+            from = lo = simd_sweep_advance(bx, lo, b_end, simd_sweep_floor(a->min[0][r], reach));
         if (from >= b_end) continue;
         if (capacity - n < b_end - from + SIMD_PAD) break;
         float top = a->max[0][r];

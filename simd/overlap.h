@@ -74,6 +74,16 @@ static inline float simd_sweep_floor(float x, float reach) {
     return (float)v;
 }
 
+/* The first of the sorted min x bx[lo .. end) at or past floor_x, from lo on (a row's window
+ * start, which only moves forward): mostly a step or two a row, so two branch-free steps, then
+ * the rare rest. Shared by the sweep kernel's variants. */
+static inline size_t simd_sweep_advance(const float *bx, size_t lo, size_t end, float floor_x) {
+    lo += lo < end && bx[lo] < floor_x;
+    lo += lo < end && bx[lo] < floor_x;
+    while (lo < end && bx[lo] < floor_x) lo++;
+    return lo;
+}
+
 /* Two small sets, as where two leaves of a tree meet: the entries of a in [a_begin, a_end) that
  * overlap b's bounds [b_lo, b_hi], against the entries of b in [b_begin, b_end) that overlap a's
  * bounds [a_lo, a_hi]; every overlapping (row in a, col in b) of those, rows ascending and cols
