@@ -86,6 +86,30 @@ void heap_free(heap *h, void *p, size_t bytes) {
     __atomic_fetch_sub(&h->bytes, bytes ? bytes : 1, __ATOMIC_RELAXED);
 }
 
+bool heap_grow_together(heap *h, void **const *arrays, const size_t *sizes, size_t count,
+                        size_t *capacity, size_t need, size_t keep) {
+    if (need <= *capacity) return true;
+    if (count > 8) return false;
+    size_t cap = *capacity + *capacity / 2;
+    if (cap < need) cap = need;
+    if (cap < 16) cap = 16;
+    void *fresh[8];
+    for (size_t i = 0; i < count; i++) {
+        fresh[i] = cap > SIZE_MAX / sizes[i] ? NULL : heap_alloc(h, cap * sizes[i]);
+        if (!fresh[i]) {
+            while (i-- > 0) heap_free(h, fresh[i], cap * sizes[i]);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (*arrays[i] && keep) memcpy(fresh[i], *arrays[i], keep * sizes[i]);
+        heap_free(h, *arrays[i], *capacity * sizes[i]);
+        *arrays[i] = fresh[i];
+    }
+    *capacity = cap;
+    return true;
+}
+
 heap_figures heap_read(const heap *h) {
     return (heap_figures){__atomic_load_n(&h->bytes, __ATOMIC_RELAXED),
                           __atomic_load_n(&h->allocations, __ATOMIC_RELAXED)};

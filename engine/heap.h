@@ -40,6 +40,13 @@ void heap_free_for(void *h, void *p, size_t bytes);
  * *p and *capacity unchanged. */
 bool heap_grow(heap *h, void **p, size_t *capacity, size_t need, size_t size, size_t keep);
 
+/* Arrays that share one capacity (count of them, at most 8; sizes[i] the bytes of an element of
+ * *arrays[i]): all grown as heap_grow grows one, their first `keep` elements kept, or none
+ * touched (false on out of memory), so that *capacity stays the size of every one of them (their
+ * frees pass it). */
+bool heap_grow_together(heap *h, void **const *arrays, const size_t *sizes, size_t count,
+                        size_t *capacity, size_t need, size_t keep);
+
 /* A typed growable array: `HEAP_ARRAY(float) xs;` then heap_array_reserve(h, &xs, n, keep)
  * and heap_array_release(h, &xs). The capacity travels with the pointer, so that two buffers
  * never share one capacity field. */

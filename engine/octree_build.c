@@ -422,16 +422,13 @@ broadphase_status oc_rebuild(const method_world *w, octree *t, double min_side) 
         !heap_grow(w->heap, (void **)&t->slot_node, &t->slot_node_capacity, t->slots.capacity + 1,
                    sizeof(uint32_t), 0))
         return BROADPHASE_ERROR_OUT_OF_MEMORY;
-    if (count + 1 > t->key_capacity) {
-        size_t cap = t->key_capacity;
-        size_t c2 = cap, c3 = cap, c4 = cap;
-        if (!heap_grow(w->heap, (void **)&t->keys, &cap, count + 1, sizeof(uint64_t), 0) ||
-            !heap_grow(w->heap, (void **)&t->keys_tmp, &c2, cap, sizeof(uint64_t), 0) ||
-            !heap_grow(w->heap, (void **)&t->vals, &c3, cap, sizeof(uint32_t), 0) ||
-            !heap_grow(w->heap, (void **)&t->vals_tmp, &c4, cap, sizeof(uint32_t), 0))
-            return BROADPHASE_ERROR_OUT_OF_MEMORY;
-        t->key_capacity = cap;
-    }
+    /* The four share key_capacity: grown together or not at all (their frees pass it). */
+    void **keys[] = {(void **)&t->keys, (void **)&t->keys_tmp, (void **)&t->vals,
+                     (void **)&t->vals_tmp};
+    const size_t key_sizes[] = {sizeof(uint64_t), sizeof(uint64_t), sizeof(uint32_t),
+                                sizeof(uint32_t)};
+    if (!heap_grow_together(w->heap, keys, key_sizes, 4, &t->key_capacity, count + 1, 0))
+        return BROADPHASE_ERROR_OUT_OF_MEMORY;
     if (hist > t->hist_bytes) {
         void *h = heap_alloc(w->heap, hist);
         if (!h) return BROADPHASE_ERROR_OUT_OF_MEMORY;

@@ -48,26 +48,15 @@ bool oc_by_node_reserve(const method_world *w, octree *t) {
     if (need <= t->by_node_capacity) return true;
     size_t cap = t->by_node_capacity;
     /* Contents kept: a split may grow the nodes in the middle of a refit. */
-    uint32_t **arrays[] = {&t->own_count, &t->new_begin,  &t->arrive_first, &t->arrivals,
-                           &t->redirect,  &t->redirected, &t->splits,       &t->free_nodes};
+    void **arrays[] = {(void **)&t->own_count, (void **)&t->new_begin, (void **)&t->arrive_first,
+                       (void **)&t->arrivals,  (void **)&t->redirect,  (void **)&t->redirected,
+                       (void **)&t->splits,    (void **)&t->free_nodes};
     enum { ARRAYS = sizeof arrays / sizeof arrays[0] };
-    /* Every new block first, so that out of memory leaves each array at the one capacity that
-     * by_node_capacity records (the frees pass it). */
-    size_t got = cap + cap / 2 > need ? cap + cap / 2 : need;
-    if (got < 16) got = 16;
-    uint32_t *fresh[ARRAYS];
-    for (size_t i = 0; i < ARRAYS; i++) {
-        fresh[i] = heap_alloc(w->heap, got * sizeof(uint32_t));
-        if (!fresh[i]) {
-            while (i-- > 0) heap_free(w->heap, fresh[i], got * sizeof(uint32_t));
-            return false;
-        }
-    }
-    for (size_t i = 0; i < ARRAYS; i++) {
-        if (*arrays[i] && cap) memcpy(fresh[i], *arrays[i], cap * sizeof(uint32_t));
-        heap_free(w->heap, *arrays[i], cap * sizeof(uint32_t));
-        *arrays[i] = fresh[i];
-    }
+    size_t sizes[ARRAYS];
+    for (size_t i = 0; i < ARRAYS; i++) sizes[i] = sizeof(uint32_t);
+    /* All grown or none: by_node_capacity must stay the size of every one (their frees pass it). */
+    size_t got = cap;
+    if (!heap_grow_together(w->heap, arrays, sizes, ARRAYS, &got, need, cap)) return false;
     for (size_t n = cap; n < got; n++) t->redirect[n] = NONE;
     t->by_node_capacity = got;
     t->free_capacity = got;

@@ -579,8 +579,15 @@ static broadphase_status batch_run_on_team(batch *b, size_t elem, size_t capacit
             heap_free(h, k->stage_d2, k->stage_cap * sizeof(float));
             k->stage_id = heap_alloc(h, need * sizeof(uint32_t));
             k->stage_d2 = heap_alloc(h, need * sizeof(float));
-            k->stage_cap = k->stage_id && k->stage_d2 ? need : 0;
-            ok = k->stage_cap > 0;
+            k->stage_cap = need;
+            ok = k->stage_id && k->stage_d2;
+            if (!ok) { /* neither kept: stage_cap is the size of both */
+                heap_free(h, k->stage_id, need * sizeof(uint32_t));
+                heap_free(h, k->stage_d2, need * sizeof(float));
+                k->stage_id = NULL;
+                k->stage_d2 = NULL;
+                k->stage_cap = 0;
+            }
         }
     }
     if (!ok) return BROADPHASE_ERROR_OUT_OF_MEMORY;

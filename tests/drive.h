@@ -7,7 +7,8 @@
  *     arguments alone (broadphase.h's validation rules), for valid and invalid calls alike;
  *   - a snapshot of the world's objects as the store holds them, to show that a failed call
  *     (bad input, or out of memory) changed nothing;
- *   - an allocator that fails the k-th allocation, and counts what it holds (leaks).
+ *   - an allocator that fails the k-th allocation, counts what it holds (leaks) and sees a block
+ *     given back with another size than it was asked for.
  * Each drive_* call makes the API call, checks its status and bad index, and on success
  * updates the model; when the allocator made it fail, it checks that nothing changed and makes
  * the call again (the allocator fails once), so that a script goes on to its end. */
@@ -21,11 +22,18 @@
 /* ---- an allocator that fails the k-th allocation ------------------------------------------- */
 
 typedef struct fault_allocator {
-    atomic_long calls;  /* allocations asked for so far */
-    long fail_at;       /* the one that fails (1-based); 0 = none */
-    atomic_long failed; /* allocations refused */
-    atomic_long live;   /* blocks held */
+    atomic_long calls;      /* allocations asked for so far */
+    long fail_at;           /* the one that fails (1-based); 0 = none */
+    atomic_long failed;     /* allocations refused */
+    atomic_long live;       /* blocks held */
+    atomic_long wrong_size; /* blocks given back with a size other than the one asked for */
 } fault_allocator;
+
+/* Each block carries the size and alignment it was asked for just before it (in the alignment's
+ * room in front of it), so that a free with another size is seen. */
+typedef struct fault_header {
+    size_t size, alignment;
+} fault_header;
 
 void __sanitizer_print_stack_trace(void) __attribute__((weak));
 
@@ -37,16 +45,22 @@ static inline void *fault_alloc(size_t size, size_t alignment, void *user) {
         if (getenv("DRIVE_TRACE") && __sanitizer_print_stack_trace) __sanitizer_print_stack_trace();
         return NULL;
     }
-    void *p = aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
-    if (p) atomic_fetch_add(&f->live, 1);
-    return p;
+    unsigned char *base =
+        aligned_alloc(alignment, alignment + (size + alignment - 1) / alignment * alignment);
+    if (!base) return NULL;
+    atomic_fetch_add(&f->live, 1);
+    fault_header h = {size, alignment};
+    memcpy(base + alignment - sizeof h, &h, sizeof h);
+    return base + alignment;
 }
 
 static inline void fault_free(void *p, size_t size, void *user) {
-    (void)size;
     fault_allocator *f = user;
+    fault_header h;
+    memcpy(&h, (unsigned char *)p - sizeof h, sizeof h);
+    if (h.size != size) atomic_fetch_add(&f->wrong_size, 1);
     atomic_fetch_sub(&f->live, 1);
-    free(p);
+    free((unsigned char *)p - h.alignment);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
@@ -345,6 +359,9 @@ static inline void drive_close(drive *d) {
     broadphase_destroy(d->w);
     if (d->faults && atomic_load(&d->faults->live) != 0)
         drive_fail(d, "blocks still held after destroy", atomic_load(&d->faults->live), 0);
+    if (d->faults && atomic_load(&d->faults->wrong_size) != 0)
+        drive_fail(d, "blocks given back with another size than asked for",
+                   atomic_load(&d->faults->wrong_size), 0);
     model_free(&d->md);
     free(d->want.data);
     free(d->begun.data);

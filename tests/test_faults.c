@@ -196,6 +196,7 @@ static run_result run_once(const broadphase_config *c, long fail_at, uint64_t se
     atomic_init(&f.calls, 0);
     atomic_init(&f.failed, 0);
     atomic_init(&f.live, 0);
+    atomic_init(&f.wrong_size, 0);
     f.fail_at = fail_at;
     drive d;
     run_result r = {0, 0, 0, false, false};

@@ -352,6 +352,7 @@ static uint64_t run(const uint8_t *data, size_t size, int threads) {
     atomic_init(&f.calls, 0);
     atomic_init(&f.failed, 0);
     atomic_init(&f.live, 0);
+    atomic_init(&f.wrong_size, 0);
     f.fail_at = h2 < 128 ? 0 : h2 - 127; /* one of the first 128 allocations fails */
     drive d;
     uint64_t hash = 0xcbf29ce484222325ull;
